@@ -1,0 +1,43 @@
+// Plane decompositions: a bit reorder that gathers each element's exponent
+// into one byte (or the high nibble), then a byte or nibble split that
+// deinterleaves the elements into planes. Each has an exact inverse.
+//
+// Pure functions over spans: they know nothing of codecs, chunks or I/O.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace ptwm {
+
+// Stored in every chunk entry of a store: values are part of the format.
+enum class Decomposition : uint8_t {
+    stream = 0,            // one plane, the bytes as they are
+    split2 = 1,            // byte k of each 2-byte element -> plane k
+    split4 = 2,            // same for 4-byte elements
+    split8 = 3,            // same for 8-byte elements
+    bf16_exponent = 4,     // [S E8 M7] -> [E8 S M7], then split2 (plane 1 = exponent)
+    f32_exponent = 5,      // [S E8 M23] -> [E8 S M23], then split4 (plane 3 = exponent)
+    f8e4m3_exponent = 6,   // [S E4 M3] -> [E4 S M3], then nibble split (plane 0 = exponents)
+    f8e5m2_exponent = 7,   // [S E5 M2] -> [E5 S M2], then nibble split (plane 0 = top 4 exponent bits)
+    nibble_split = 8,      // high nibbles -> plane 0, low nibbles -> plane 1 (packed FP4 and the like)
+};
+inline constexpr unsigned kMaxPlanes = 8;
+
+bool is_known(Decomposition d);
+std::string_view name(Decomposition d);
+
+// Bytes per element the decomposition works on: chunk lengths are multiples of it.
+unsigned element_bytes(Decomposition d);
+unsigned plane_count(Decomposition d);
+// Length of plane `p` for `n` input bytes (n a multiple of element_bytes).
+size_t plane_length(Decomposition d, size_t n, unsigned p);
+
+// Split `in` into planes; planes[p] must hold plane_length(d, in.size(), p) bytes.
+void split(Decomposition d, std::span<const uint8_t> in, std::span<uint8_t* const> planes);
+// Exact inverse of split: planes[p] holds plane_length(d, out.size(), p) bytes.
+void merge(Decomposition d, std::span<const uint8_t* const> planes, std::span<uint8_t> out);
+
+}  // namespace ptwm
