@@ -3,6 +3,7 @@
 // near ties going to the faster decoder.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -42,6 +43,11 @@ std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zs
 // message that does not name the file: the caller adds where) when the
 // payload is malformed or decodes to another length.
 void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+using Histogram = std::array<uint64_t, 256>;
+void add_to_histogram(std::span<const uint8_t> bytes, Histogram& h);
+// Order-0 entropy in bits of the bytes counted in `h`.
+double order0_bits(const Histogram& h);
 
 // Order-0 entropy of a byte span in bits: the bound an order-0 coder can reach.
 double order0_bits(std::span<const uint8_t> bytes);

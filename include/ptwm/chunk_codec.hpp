@@ -1,0 +1,33 @@
+// One chunk through the plane pipeline: bytes -> planes -> coded payloads on
+// the way in, and back on the way out. Knows no files.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ptwm/codec.hpp"
+#include "ptwm/decomposition.hpp"
+#include "ptwm/store_format.hpp"
+
+namespace ptwm {
+
+struct EncodedChunk {
+    ChunkEntry entry;              // everything but the offsets and the tensor
+    std::vector<uint8_t> payload;  // the planes' payloads back to back
+};
+
+// `bytes.size()` must be a multiple of element_bytes(d).
+EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt);
+
+// Decode a chunk's payload into `out` (entry.original_length bytes) and check
+// the entry's checksum. Throws CorruptData saying what failed.
+void decode_chunk_payload(const ChunkEntry& entry, std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+// The decomposition among `candidates` whose planes have the smallest summed
+// order-0 bound on `sample` (a prefix of the tensor's bytes).
+Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample);
+
+uint64_t chunk_checksum(std::span<const uint8_t> bytes);
+
+}  // namespace ptwm

@@ -1,0 +1,58 @@
+// Small RAII wrappers over POSIX files: positional reads that either fill the
+// buffer or throw, and an output file that only appears under its name once
+// it is complete (temporary file + rename).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace ptwm {
+
+class File {
+public:
+    static File open_read(const std::string& path);
+    File(File&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+    File& operator=(File&&) = delete;
+    ~File();
+
+    int fd() const { return fd_; }
+    const std::string& path() const { return path_; }
+    uint64_t size() const;
+    // Fill `out` from `offset` or throw Error naming the file and offset.
+    void read_exact(uint64_t offset, std::span<uint8_t> out) const;
+    // Give up ownership of the descriptor (the caller closes it).
+    int release() {
+        const int fd = fd_;
+        fd_ = -1;
+        return fd;
+    }
+
+private:
+    File(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+    int fd_;
+    std::string path_;
+};
+
+// Written as a hidden temporary beside `path`; commit() syncs and renames it
+// into place. Destroyed uncommitted (an error on the way), it removes the
+// temporary: a failed write never leaves a partial file under `path`.
+class AtomicOutput {
+public:
+    explicit AtomicOutput(std::string path, unsigned mode = 0644);
+    AtomicOutput(const AtomicOutput&) = delete;
+    AtomicOutput& operator=(const AtomicOutput&) = delete;
+    ~AtomicOutput();
+
+    void write_at(uint64_t offset, std::span<const uint8_t> data);
+    void truncate(uint64_t size);
+    void commit();
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+    std::string temp_path_;
+    int fd_ = -1;
+};
+
+}  // namespace ptwm

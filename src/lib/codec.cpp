@@ -1,0 +1,193 @@
+#include "ptwm/codec.hpp"
+
+#include <htscodecs/rANS_static4x16.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "ptwm/error.hpp"
+
+namespace ptwm {
+namespace {
+
+// A slower codec replaces a faster one only when it saves more than this
+// share of the plane: a near tie is not worth the decode time.
+constexpr double kTieMargin = 0.01;
+// Planes this large use the 32-state SIMD rANS (its 128 bytes of state cost
+// more than they win on small planes).
+constexpr size_t kRansX32Min = 16u << 10;
+// zstd is tried on a sample first at middle levels; only a plane whose sample
+// beats the order-0 bound by this factor gets a full zstd attempt.
+constexpr size_t kZstdSample = 16u << 10;
+constexpr double kZstdSampleWin = 0.9;
+
+int zstd_level_for(int level) {
+    static constexpr std::array<int, 10> kMap = {1, 1, 1, 3, 5, 7, 9, 12, 16, 19};
+    return kMap[std::clamp(level, 0, 9)];
+}
+
+int rans_order_flags(Codec c, size_t n) {
+    const int order = c == Codec::rans1 ? 1 : 0;
+    const int x32 = n >= kRansX32Min ? RANS_ORDER_X32 : 0;
+    return order | x32 | RANS_ORDER_SIMD_AUTO;
+}
+
+std::vector<uint8_t> rans_encode(Codec c, std::span<const uint8_t> plane) {
+    const int flags = rans_order_flags(c, plane.size());
+    std::vector<uint8_t> out(rans_compress_bound_4x16(static_cast<unsigned>(plane.size()), flags));
+    unsigned out_size = static_cast<unsigned>(out.size());
+    // htscodecs takes non-const pointers but does not write to its input.
+    if (!rans_compress_to_4x16(const_cast<uint8_t*>(plane.data()), static_cast<unsigned>(plane.size()),
+                               out.data(), &out_size, flags))
+        throw Error("rANS encoder failed on a plane of " + std::to_string(plane.size()) + " bytes");
+    out.resize(out_size);
+    return out;
+}
+
+std::vector<uint8_t> zstd_encode(std::span<const uint8_t> plane, int level) {
+    std::vector<uint8_t> out(ZSTD_compressBound(plane.size()));
+    const size_t r = ZSTD_compress(out.data(), out.size(), plane.data(), plane.size(), level);
+    if (ZSTD_isError(r)) throw Error(std::string("zstd encoder failed: ") + ZSTD_getErrorName(r));
+    out.resize(r);
+    return out;
+}
+
+bool all_equal(std::span<const uint8_t> plane) {
+    return std::all_of(plane.begin(), plane.end(), [&](uint8_t b) { return b == plane[0]; });
+}
+
+}  // namespace
+
+bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::rans1); }
+
+std::string_view name(Codec c) {
+    switch (c) {
+        case Codec::raw: return "raw";
+        case Codec::constant: return "constant";
+        case Codec::zstd: return "zstd";
+        case Codec::rans0: return "rans0";
+        case Codec::rans1: return "rans1";
+    }
+    return "unknown";
+}
+
+void add_to_histogram(std::span<const uint8_t> bytes, Histogram& h) {
+    for (uint8_t b : bytes) ++h[b];
+}
+
+double order0_bits(const Histogram& h) {
+    uint64_t total = 0;
+    for (uint64_t c : h) total += c;
+    double bits = 0;
+    const double n = static_cast<double>(total);
+    for (uint64_t c : h)
+        if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c) / n);
+    return bits;
+}
+
+double order0_bits(std::span<const uint8_t> bytes) {
+    Histogram h{};
+    add_to_histogram(bytes, h);
+    return order0_bits(h);
+}
+
+double order0_nibble_bits(std::span<const uint8_t> bytes) {
+    if (bytes.empty()) return 0;
+    std::array<uint64_t, 16> count{};
+    for (uint8_t b : bytes) ++count[b & 15], ++count[b >> 4];
+    double bits = 0;
+    const double n = 2.0 * static_cast<double>(bytes.size());
+    for (uint64_t c : count)
+        if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c) / n);
+    return bits;
+}
+
+std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zstd_level) {
+    switch (c) {
+        case Codec::raw: return {plane.begin(), plane.end()};
+        case Codec::constant:
+            if (plane.empty() || !all_equal(plane)) throw Error("constant codec needs a plane of one repeated value");
+            return {plane[0]};
+        case Codec::zstd: return zstd_encode(plane, zstd_level);
+        case Codec::rans0:
+        case Codec::rans1: return rans_encode(c, plane);
+    }
+    throw Error("unknown codec " + std::to_string(static_cast<int>(c)));
+}
+
+EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& opt) {
+    const size_t n = plane.size();
+    if (n == 0) return {Codec::raw, {}};
+    if (all_equal(plane)) return {Codec::constant, {plane[0]}};
+
+    EncodedPlane best{Codec::raw, {}};
+    size_t best_size = n;
+    // Candidates in order of decode speed; each must beat the one before by
+    // more than the tie margin.
+    auto consider = [&](Codec c, std::vector<uint8_t>&& payload) {
+        if (static_cast<double>(payload.size()) < static_cast<double>(best_size) - kTieMargin * static_cast<double>(n)) {
+            best_size = payload.size();
+            best = {c, std::move(payload)};
+        }
+    };
+
+    const double bound_bytes = order0_bits(plane) / 8;
+    if (bound_bytes < static_cast<double>(n) * (1 - kTieMargin)) consider(Codec::rans0, rans_encode(Codec::rans0, plane));
+
+    if (opt.level >= 2) {
+        const int zlevel = zstd_level_for(opt.level);
+        bool worth_full = opt.level >= 6 || n <= kZstdSample;
+        if (!worth_full) {
+            const auto sample = plane.first(kZstdSample);
+            worth_full = static_cast<double>(zstd_encode(sample, 1).size()) <
+                         kZstdSampleWin * order0_bits(sample) / 8;
+        }
+        if (worth_full) consider(Codec::zstd, zstd_encode(plane, zlevel));
+    }
+    // Order-1 context pays on correlated low-entropy streams such as block
+    // scales; it decodes slower, so it is tried only where it may win big.
+    if (opt.level >= 3 && bound_bytes < static_cast<double>(n) / 2 && (opt.level >= 7 || n <= (1u << 20)))
+        consider(Codec::rans1, rans_encode(Codec::rans1, plane));
+
+    if (best.codec == Codec::raw) best.payload.assign(plane.begin(), plane.end());
+    return best;
+}
+
+void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> out) {
+    switch (c) {
+        case Codec::raw:
+            if (payload.size() != out.size())
+                throw CorruptData("raw plane of " + std::to_string(payload.size()) + " bytes where " +
+                                  std::to_string(out.size()) + " are expected");
+            std::memcpy(out.data(), payload.data(), out.size());
+            return;
+        case Codec::constant:
+            if (payload.size() != 1) throw CorruptData("constant plane payload is not one byte");
+            std::memset(out.data(), payload[0], out.size());
+            return;
+        case Codec::zstd: {
+            const size_t r = ZSTD_decompress(out.data(), out.size(), payload.data(), payload.size());
+            if (ZSTD_isError(r)) throw CorruptData(std::string("zstd plane: ") + ZSTD_getErrorName(r));
+            if (r != out.size())
+                throw CorruptData("zstd plane decodes to " + std::to_string(r) + " bytes where " +
+                                  std::to_string(out.size()) + " are expected");
+            return;
+        }
+        case Codec::rans0:
+        case Codec::rans1: {
+            unsigned out_size = static_cast<unsigned>(out.size());
+            if (payload.empty() ||
+                !rans_uncompress_to_4x16(const_cast<uint8_t*>(payload.data()), static_cast<unsigned>(payload.size()),
+                                         out.data(), &out_size) ||
+                out_size != out.size())
+                throw CorruptData("rANS plane does not decode to " + std::to_string(out.size()) + " bytes");
+            return;
+        }
+    }
+    throw CorruptData("unknown codec id " + std::to_string(static_cast<int>(c)));
+}
+
+}  // namespace ptwm

@@ -1,0 +1,108 @@
+#include "ptwm/store_format.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ptwm/error.hpp"
+
+namespace ptwm {
+namespace {
+
+void put_u32(uint8_t* p, uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void put_u64(uint8_t* p, uint64_t v) {
+    for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t get_u32(const uint8_t* p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+uint64_t get_u64(const uint8_t* p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+
+constexpr size_t kSuperblockChecksumAt = 88;
+
+}  // namespace
+
+uint64_t ChunkEntry::stored_length() const {
+    uint64_t total = 0;
+    for (unsigned p = 0; p < plane_count && p < kMaxPlanes; ++p) total += payload_length[p];
+    return total;
+}
+
+void encode_superblock(const Superblock& sb, std::span<uint8_t, kSuperblockBytes> out) {
+    uint8_t* p = out.data();
+    std::memset(p, 0, kSuperblockBytes);
+    std::memcpy(p, kStoreMagic.data(), kStoreMagic.size());
+    put_u32(p + 8, sb.version);
+    put_u32(p + 12, sb.flags);
+    put_u64(p + 16, sb.original_size);
+    put_u64(p + 24, sb.prefix_offset);
+    put_u64(p + 32, sb.prefix_length);
+    put_u64(p + 40, sb.prefix_checksum);
+    put_u64(p + 48, sb.index_offset);
+    put_u64(p + 56, sb.chunk_count);
+    put_u64(p + 64, sb.index_checksum);
+    put_u64(p + kSuperblockChecksumAt, XXH3_64bits(p, kSuperblockChecksumAt));
+}
+
+Superblock decode_superblock(std::span<const uint8_t, kSuperblockBytes> in, const std::string& what) {
+    const uint8_t* p = in.data();
+    if (!std::equal(kStoreMagic.begin(), kStoreMagic.end(), p))
+        throw Error(what + ": not a ptwmfs store (wrong magic)");
+    Superblock sb;
+    sb.version = get_u32(p + 8);
+    if (sb.version != kStoreVersion)
+        throw Error(what + ": store format version " + std::to_string(sb.version) + " is not supported (this build reads version " +
+                    std::to_string(kStoreVersion) + ")");
+    if (get_u64(p + kSuperblockChecksumAt) != XXH3_64bits(p, kSuperblockChecksumAt))
+        throw Error(what + ": superblock checksum mismatch (the store's first 96 bytes are damaged)");
+    sb.flags = get_u32(p + 12);
+    sb.original_size = get_u64(p + 16);
+    sb.prefix_offset = get_u64(p + 24);
+    sb.prefix_length = get_u64(p + 32);
+    sb.prefix_checksum = get_u64(p + 40);
+    sb.index_offset = get_u64(p + 48);
+    sb.chunk_count = get_u64(p + 56);
+    sb.index_checksum = get_u64(p + 64);
+    if (sb.flags != 0) throw Error(what + ": unknown superblock flags " + std::to_string(sb.flags));
+    return sb;
+}
+
+void encode_chunk_entry(const ChunkEntry& e, std::span<uint8_t, kChunkEntryBytes> out) {
+    uint8_t* p = out.data();
+    std::memset(p, 0, kChunkEntryBytes);
+    put_u64(p + 0, e.original_offset);
+    put_u64(p + 8, e.stored_offset);
+    put_u64(p + 16, e.checksum);
+    put_u32(p + 24, e.original_length);
+    put_u32(p + 28, e.tensor);
+    p[32] = static_cast<uint8_t>(e.decomposition);
+    p[33] = e.plane_count;
+    for (unsigned i = 0; i < kMaxPlanes; ++i) p[34 + i] = static_cast<uint8_t>(e.codec[i]);
+    for (unsigned i = 0; i < kMaxPlanes; ++i) put_u32(p + 48 + 4 * i, e.payload_length[i]);
+}
+
+ChunkEntry decode_chunk_entry(std::span<const uint8_t, kChunkEntryBytes> in) {
+    const uint8_t* p = in.data();
+    ChunkEntry e;
+    e.original_offset = get_u64(p + 0);
+    e.stored_offset = get_u64(p + 8);
+    e.checksum = get_u64(p + 16);
+    e.original_length = get_u32(p + 24);
+    e.tensor = get_u32(p + 28);
+    e.decomposition = static_cast<Decomposition>(p[32]);
+    e.plane_count = p[33];
+    for (unsigned i = 0; i < kMaxPlanes; ++i) e.codec[i] = static_cast<Codec>(p[34 + i]);
+    for (unsigned i = 0; i < kMaxPlanes; ++i) e.payload_length[i] = get_u32(p + 48 + 4 * i);
+    return e;
+}
+
+}  // namespace ptwm

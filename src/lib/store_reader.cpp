@@ -1,0 +1,178 @@
+#include "ptwm/store_reader.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ptwm/chunk_codec.hpp"
+#include "ptwm/error.hpp"
+#include "ptwm/file_io.hpp"
+
+namespace ptwm {
+namespace {
+
+thread_local std::vector<uint8_t> t_payload;  // a chunk's stored bytes, reused per thread
+thread_local std::vector<uint8_t> t_partial;  // a chunk decoded for a read that covers part of it
+
+// Everything a chunk entry promises that can be checked without decoding.
+void validate_entry(const ChunkEntry& e, size_t i, uint64_t expected_offset, uint64_t data_end,
+                    const SafetensorsHeader& h, const std::string& what) {
+    const std::string where = what + ": index entry " + std::to_string(i) + ": ";
+    if (!is_known(e.decomposition))
+        throw Error(where + "unknown decomposition id " + std::to_string(static_cast<int>(e.decomposition)));
+    if (e.plane_count != plane_count(e.decomposition))
+        throw Error(where + std::to_string(e.plane_count) + " planes where " + std::string(name(e.decomposition)) + " has " +
+                    std::to_string(plane_count(e.decomposition)));
+    for (unsigned p = 0; p < kMaxPlanes; ++p) {
+        if (p < e.plane_count && !is_known(e.codec[p]))
+            throw Error(where + "plane " + std::to_string(p) + " has unknown codec id " + std::to_string(static_cast<int>(e.codec[p])));
+        if (p >= e.plane_count && e.payload_length[p] != 0) throw Error(where + "payload length set for an unused plane");
+    }
+    if (e.original_offset != expected_offset)
+        throw Error(where + "starts at original offset " + std::to_string(e.original_offset) + " where " +
+                    std::to_string(expected_offset) + " is expected (chunks must tile the data section)");
+    if (e.original_length == 0 || e.original_length > data_end - e.original_offset)
+        throw Error(where + "length " + std::to_string(e.original_length) + " does not fit the data section");
+    if (e.original_length % element_bytes(e.decomposition) != 0)
+        throw Error(where + "length " + std::to_string(e.original_length) + " is not a whole number of elements");
+    if (e.tensor >= h.tensors.size() || e.original_offset < h.tensors[e.tensor].begin ||
+        e.original_offset + e.original_length > h.tensors[e.tensor].end)
+        throw Error(where + "lies outside its tensor");
+}
+
+}  // namespace
+
+std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
+    std::unique_ptr<StoreReader> r(new StoreReader());
+    r->path_ = path;
+    File f = File::open_read(path);
+    r->file_size_ = f.size();
+    if (r->file_size_ < kSuperblockBytes)
+        throw Error(path + ": not a ptwmfs store: " + std::to_string(r->file_size_) + " bytes, shorter than a superblock");
+    std::array<uint8_t, kSuperblockBytes> super;
+    f.read_exact(0, super);
+    r->sb_ = decode_superblock(super, path);
+    const Superblock& sb = r->sb_;
+
+    auto check_extent = [&](uint64_t offset, uint64_t length, const char* section) {
+        if (offset > r->file_size_ || length > r->file_size_ - offset)
+            throw Error(path + ": truncated or damaged: the " + section + " (" + std::to_string(length) + " bytes at offset " +
+                        std::to_string(offset) + ") lies past the end of the store (" + std::to_string(r->file_size_) +
+                        " bytes)");
+    };
+    check_extent(sb.prefix_offset, sb.prefix_length, "safetensors header");
+    if (sb.prefix_offset < kSuperblockBytes) throw Error(path + ": the safetensors header overlaps the superblock");
+    if (sb.chunk_count > r->file_size_ / kChunkEntryBytes)
+        throw Error(path + ": truncated or damaged: the index claims " + std::to_string(sb.chunk_count) + " chunks");
+    check_extent(sb.index_offset, sb.chunk_count * kChunkEntryBytes, "chunk index");
+
+    std::vector<uint8_t> prefix(sb.prefix_length);
+    f.read_exact(sb.prefix_offset, prefix);
+    if (XXH3_64bits(prefix.data(), prefix.size()) != sb.prefix_checksum)
+        throw Error(path + ": the stored safetensors header is damaged (checksum mismatch)");
+    r->header_ = parse_safetensors(prefix, sb.original_size, path + " (stored header)");
+
+    std::vector<uint8_t> index(sb.chunk_count * kChunkEntryBytes);
+    f.read_exact(sb.index_offset, index);
+    if (XXH3_64bits(index.data(), index.size()) != sb.index_checksum)
+        throw Error(path + ": the chunk index is damaged (checksum mismatch)");
+
+    const uint64_t data_begin = sb.prefix_length, data_end = sb.original_size;
+    const uint64_t payload_begin = sb.prefix_offset + sb.prefix_length;
+    uint64_t expected_offset = data_begin, stored_end = payload_begin;
+    r->chunks_.reserve(sb.chunk_count);
+    for (size_t i = 0; i < sb.chunk_count; ++i) {
+        const ChunkEntry e = decode_chunk_entry(
+            std::span<const uint8_t, kChunkEntryBytes>(index.data() + i * kChunkEntryBytes, kChunkEntryBytes));
+        validate_entry(e, i, expected_offset, data_end, r->header_, path);
+        if (e.stored_offset < stored_end || e.stored_offset > sb.index_offset ||
+            e.stored_length() > sb.index_offset - e.stored_offset)
+            throw Error(path + ": index entry " + std::to_string(i) + ": its payload (" + std::to_string(e.stored_length()) +
+                        " bytes at " + std::to_string(e.stored_offset) +
+                        ") overlaps another chunk or lies outside the chunk data");
+        expected_offset += e.original_length;
+        stored_end = e.stored_offset + e.stored_length();
+        r->chunks_.push_back(e);
+    }
+    if (expected_offset != data_end)
+        throw Error(path + ": the chunks cover the data section up to " + std::to_string(expected_offset) + " of " +
+                    std::to_string(data_end) + " bytes");
+    r->fd_ = f.release();
+    return r;
+}
+
+StoreReader::~StoreReader() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+size_t StoreReader::find_chunk(uint64_t offset) const {
+    auto it = std::upper_bound(chunks_.begin(), chunks_.end(), offset,
+                               [](uint64_t off, const ChunkEntry& e) { return off < e.original_offset; });
+    return static_cast<size_t>(it - chunks_.begin()) - 1;
+}
+
+bool StoreReader::chunk_is_raw(size_t i) const {
+    const ChunkEntry& e = chunks_[i];
+    return e.decomposition == Decomposition::stream && e.codec[0] == Codec::raw;
+}
+
+std::string StoreReader::describe_chunk(size_t i) const {
+    const ChunkEntry& e = chunks_[i];
+    std::string tensor = e.tensor < header_.tensors.size() ? header_.tensors[e.tensor].name : "?";
+    return path_ + ", chunk " + std::to_string(i) + " (tensor '" + tensor + "', original offset " +
+           std::to_string(e.original_offset) + ")";
+}
+
+void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out) const {
+    const ChunkEntry& e = chunks_[i];
+    t_payload.resize(e.stored_length());
+    size_t done = 0;
+    while (done < t_payload.size()) {
+        const ssize_t r = ::pread(fd_, t_payload.data() + done, t_payload.size() - done,
+                                  static_cast<off_t>(e.stored_offset + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) throw_errno(path_, "read failed at offset " + std::to_string(e.stored_offset + done));
+        if (r == 0) throw CorruptData(describe_chunk(i) + ": the store is truncated");
+        done += static_cast<size_t>(r);
+    }
+    try {
+        decode_chunk_payload(e, t_payload, out);
+    } catch (const CorruptData& err) {
+        throw CorruptData(describe_chunk(i) + ": " + err.what());
+    }
+}
+
+void StoreReader::read(uint64_t offset, std::span<uint8_t> out) const {
+    if (offset > original_size() || out.size() > original_size() - offset)
+        throw Error(path_ + ": read of " + std::to_string(out.size()) + " bytes at " + std::to_string(offset) +
+                    " runs past the original size " + std::to_string(original_size()));
+    const uint64_t end = offset + out.size();
+    const uint64_t prefix_end = header_.prefix.size();
+    uint64_t at = offset;
+    if (at < prefix_end) {
+        const uint64_t n = std::min(end, prefix_end) - at;
+        std::memcpy(out.data(), header_.prefix.data() + at, n);
+        at += n;
+    }
+    while (at < end) {
+        const size_t i = find_chunk(at);
+        const ChunkEntry& e = chunks_[i];
+        const uint64_t chunk_end = e.original_offset + e.original_length;
+        const uint64_t n = std::min(end, chunk_end) - at;
+        uint8_t* dst = out.data() + (at - offset);
+        if (at == e.original_offset && n == e.original_length) {
+            decode_chunk(i, {dst, n});
+        } else {
+            t_partial.resize(e.original_length);
+            decode_chunk(i, t_partial);
+            std::memcpy(dst, t_partial.data() + (at - e.original_offset), n);
+        }
+        at += n;
+    }
+}
+
+}  // namespace ptwm

@@ -1,0 +1,121 @@
+#include "ptwm/store_writer.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ptwm/chunk_codec.hpp"
+#include "ptwm/error.hpp"
+#include "ptwm/file_io.hpp"
+#include "ptwm/parallel.hpp"
+#include "ptwm/safetensors.hpp"
+#include "ptwm/store_format.hpp"
+
+namespace ptwm {
+namespace {
+
+// How much of a tensor the decomposition choice looks at.
+constexpr size_t kChooseSampleBytes = 256u << 10;
+// Chunks encoded per batch and thread: enough to keep every thread busy
+// between the batch's single read and its in-order write.
+constexpr size_t kChunksPerThread = 4;
+
+struct PlannedChunk {
+    uint64_t offset;
+    uint32_t length;
+    uint32_t tensor;
+    Decomposition decomposition;
+};
+
+// Cut every tensor into element-aligned chunks of at most `chunk_bytes`,
+// each tensor with the decomposition that estimates smallest on its head.
+std::vector<PlannedChunk> plan_chunks(const File& in, const SafetensorsHeader& h, uint32_t chunk_bytes) {
+    std::vector<PlannedChunk> plan;
+    std::vector<uint8_t> sample;
+    for (uint32_t t = 0; t < h.tensors.size(); ++t) {
+        const TensorInfo& info = h.tensors[t];
+        if (info.size() == 0) continue;
+        const auto candidates = dtype_info(info.dtype).candidates;
+        Decomposition d = candidates.front();
+        if (candidates.size() > 1) {
+            sample.resize(std::min<uint64_t>(info.size(), kChooseSampleBytes));
+            in.read_exact(info.begin, sample);
+            d = choose_decomposition(candidates, sample);
+        }
+        const uint32_t unit = element_bytes(d);
+        const uint32_t step = std::max(unit, chunk_bytes - chunk_bytes % unit);
+        for (uint64_t at = info.begin; at < info.end; at += step) {
+            const auto len = static_cast<uint32_t>(std::min<uint64_t>(step, info.end - at));
+            // A tensor whose size is not a multiple of the element width (not
+            // valid safetensors, but harmless) keeps its tail as a stream.
+            plan.push_back({at, len, t, len % unit == 0 ? d : Decomposition::stream});
+        }
+    }
+    return plan;
+}
+
+}  // namespace
+
+PackResult pack_file(const std::string& src, const std::string& dst, const PackOptions& opt) {
+    const SafetensorsHeader header = read_safetensors_header(src);
+    const File in = File::open_read(src);
+    const uint64_t original_size = in.size();
+    const std::vector<PlannedChunk> plan = plan_chunks(in, header, opt.chunk_bytes);
+    const unsigned threads = opt.threads ? opt.threads : default_threads();
+
+    AtomicOutput out(dst);
+    Superblock sb;
+    sb.original_size = original_size;
+    sb.prefix_offset = kSuperblockBytes;
+    sb.prefix_length = header.prefix.size();
+    sb.prefix_checksum = XXH3_64bits(header.prefix.data(), header.prefix.size());
+    out.write_at(sb.prefix_offset, header.prefix);
+    uint64_t stored_at = sb.prefix_offset + sb.prefix_length;
+
+    std::vector<uint8_t> index(plan.size() * kChunkEntryBytes);
+    std::vector<uint8_t> input;
+    std::vector<EncodedChunk> encoded;
+    const size_t batch = threads * kChunksPerThread;
+    for (size_t first = 0; first < plan.size(); first += batch) {
+        const size_t count = std::min(batch, plan.size() - first);
+        // Chunks tile the data section, so a batch is one contiguous read.
+        const uint64_t begin = plan[first].offset;
+        const uint64_t end = plan[first + count - 1].offset + plan[first + count - 1].length;
+        input.resize(end - begin);
+        in.read_exact(begin, input);
+        encoded.assign(count, {});
+        parallel_for(count, threads, [&](size_t k) {
+            const PlannedChunk& c = plan[first + k];
+            try {
+                encoded[k] = encode_chunk(std::span(input).subspan(c.offset - begin, c.length), c.decomposition, opt.encode);
+            } catch (const Error& e) {
+                throw Error(src + ": tensor '" + header.tensors[c.tensor].name + "' at offset " + std::to_string(c.offset) +
+                            ": " + e.what());
+            }
+        });
+        for (size_t k = 0; k < count; ++k) {
+            ChunkEntry& e = encoded[k].entry;
+            e.original_offset = plan[first + k].offset;
+            e.tensor = plan[first + k].tensor;
+            e.stored_offset = stored_at;
+            out.write_at(stored_at, encoded[k].payload);
+            stored_at += encoded[k].payload.size();
+            encode_chunk_entry(e, std::span<uint8_t, kChunkEntryBytes>(index.data() + (first + k) * kChunkEntryBytes,
+                                                                        kChunkEntryBytes));
+        }
+        if (opt.progress) opt.progress(end, original_size);
+    }
+
+    sb.index_offset = stored_at;
+    sb.chunk_count = plan.size();
+    sb.index_checksum = XXH3_64bits(index.data(), index.size());
+    out.write_at(sb.index_offset, index);
+    std::array<uint8_t, kSuperblockBytes> super{};
+    encode_superblock(sb, super);
+    out.write_at(0, super);
+    out.commit();
+    return {original_size, sb.index_offset + index.size(), plan.size()};
+}
+
+}  // namespace ptwm

@@ -1,0 +1,164 @@
+// ptwmfs-tool inspect: what a store holds, per tensor and per plane, beside
+// the order-0 entropy bound of each plane over the whole tensor.
+#include <array>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "command.hpp"
+#include "ptwm/codec.hpp"
+#include "ptwm/store_reader.hpp"
+
+namespace ptwm::tool {
+namespace {
+
+constexpr const char* kHelp =
+    "usage: ptwmfs-tool inspect [OPTIONS] STORE\n"
+    "\n"
+    "Print, per tensor: dtype, shape, decomposition, and per plane the codecs used,\n"
+    "plane bytes, stored bytes, ratio and the plane's order-0 entropy bound taken\n"
+    "over the whole tensor; then the file's totals.\n"
+    "\n"
+    "options:\n"
+    "  --json     one JSON document instead of a table\n"
+    "  --chunks   also list every chunk (offsets, lengths, codecs)\n";
+
+struct PlaneStats {
+    uint64_t plane_bytes = 0, stored_bytes = 0;
+    std::map<std::string, uint64_t> codecs;  // codec name -> chunks using it
+    Histogram histogram{};
+};
+
+struct TensorStats {
+    std::string decomposition;
+    uint64_t original_bytes = 0, stored_bytes = 0;
+    std::vector<PlaneStats> planes;
+};
+
+double ratio(double part, double whole) { return whole > 0 ? part / whole : 1.0; }
+
+}  // namespace
+
+int inspect_main(Args& args) {
+    if (args.flag("help", "h")) {
+        std::fputs(kHelp, stdout);
+        return kOk;
+    }
+    const bool as_json = args.flag("json");
+    const bool list_chunks = args.flag("chunks");
+    const std::string path = args.positionals(1, 1)[0];
+    const auto store = StoreReader::open(path);
+    const auto& tensors = store->header().tensors;
+
+    std::vector<TensorStats> stats(tensors.size());
+    std::vector<uint8_t> bytes;
+    std::array<std::vector<uint8_t>, kMaxPlanes> planes;
+    for (size_t i = 0; i < store->chunk_count(); ++i) {
+        const ChunkEntry& e = store->chunk(i);
+        TensorStats& t = stats[e.tensor];
+        t.decomposition = std::string(name(e.decomposition));
+        t.original_bytes += e.original_length;
+        t.stored_bytes += e.stored_length();
+        if (t.planes.size() < e.plane_count) t.planes.resize(e.plane_count);
+        bytes.resize(e.original_length);
+        store->decode_chunk(i, bytes);
+        std::array<uint8_t*, kMaxPlanes> ptrs{};
+        for (unsigned p = 0; p < e.plane_count; ++p) {
+            planes[p].resize(plane_length(e.decomposition, bytes.size(), p));
+            ptrs[p] = planes[p].data();
+        }
+        split(e.decomposition, bytes, std::span(ptrs.data(), e.plane_count));
+        for (unsigned p = 0; p < e.plane_count; ++p) {
+            PlaneStats& ps = t.planes[p];
+            ps.plane_bytes += planes[p].size();
+            ps.stored_bytes += e.payload_length[p];
+            ++ps.codecs[std::string(name(e.codec[p]))];
+            add_to_histogram(planes[p], ps.histogram);
+        }
+    }
+
+    nlohmann::json doc;
+    doc["file"] = path;
+    doc["original_bytes"] = store->original_size();
+    doc["stored_bytes"] = store->stored_size();
+    doc["header_bytes"] = store->prefix().size();
+    double bound_total = static_cast<double>(store->prefix().size());
+    auto& jt = doc["tensors"] = nlohmann::json::array();
+    for (size_t t = 0; t < tensors.size(); ++t) {
+        const TensorStats& s = stats[t];
+        nlohmann::json j{{"name", tensors[t].name},
+                         {"dtype", dtype_info(tensors[t].dtype).name},
+                         {"shape", tensors[t].shape},
+                         {"decomposition", s.decomposition},
+                         {"original_bytes", s.original_bytes},
+                         {"stored_bytes", s.stored_bytes},
+                         {"ratio", ratio(static_cast<double>(s.stored_bytes), static_cast<double>(s.original_bytes))}};
+        auto& jp = j["planes"] = nlohmann::json::array();
+        for (size_t p = 0; p < s.planes.size(); ++p) {
+            const PlaneStats& ps = s.planes[p];
+            const double bound = order0_bits(ps.histogram) / 8;
+            bound_total += bound;
+            jp.push_back({{"plane", p},
+                          {"codecs", ps.codecs},
+                          {"plane_bytes", ps.plane_bytes},
+                          {"stored_bytes", ps.stored_bytes},
+                          {"ratio", ratio(static_cast<double>(ps.stored_bytes), static_cast<double>(ps.plane_bytes))},
+                          {"order0_bound_bytes", bound},
+                          {"order0_bound_ratio", ratio(bound, static_cast<double>(ps.plane_bytes))}});
+        }
+        jt.push_back(std::move(j));
+    }
+    doc["ratio"] = ratio(static_cast<double>(store->stored_size()), static_cast<double>(store->original_size()));
+    doc["order0_bound_bytes"] = bound_total;
+    doc["order0_bound_ratio"] = ratio(bound_total, static_cast<double>(store->original_size()));
+    if (list_chunks) {
+        auto& jc = doc["chunks"] = nlohmann::json::array();
+        for (size_t i = 0; i < store->chunk_count(); ++i) {
+            const ChunkEntry& e = store->chunk(i);
+            std::vector<std::string> codecs;
+            std::vector<uint32_t> lengths;
+            for (unsigned p = 0; p < e.plane_count; ++p) {
+                codecs.emplace_back(name(e.codec[p]));
+                lengths.push_back(e.payload_length[p]);
+            }
+            jc.push_back({{"index", i}, {"tensor", tensors[e.tensor].name}, {"original_offset", e.original_offset},
+                          {"original_length", e.original_length}, {"stored_offset", e.stored_offset},
+                          {"stored_length", e.stored_length()}, {"decomposition", name(e.decomposition)},
+                          {"codecs", codecs}, {"payload_lengths", lengths}});
+        }
+    }
+
+    if (as_json) {
+        std::printf("%s\n", doc.dump(2).c_str());
+        return kOk;
+    }
+    std::printf("%-40s %-8s %-16s %5s %-12s %12s %12s %7s %7s\n", "tensor", "dtype", "decomposition", "plane", "codecs",
+                "plane bytes", "stored", "ratio", "bound");
+    for (const auto& t : doc["tensors"]) {
+        bool first = true;
+        for (const auto& p : t["planes"]) {
+            std::string codecs;
+            for (const auto& [c, n] : p["codecs"].items()) codecs += (codecs.empty() ? "" : ",") + c;
+            std::printf("%-40.40s %-8s %-16s %5d %-12s %12llu %12llu %7.4f %7.4f\n",
+                        first ? t["name"].get<std::string>().c_str() : "", first ? t["dtype"].get<std::string>().c_str() : "",
+                        first ? t["decomposition"].get<std::string>().c_str() : "", p["plane"].get<int>(), codecs.c_str(),
+                        p["plane_bytes"].get<unsigned long long>(), p["stored_bytes"].get<unsigned long long>(),
+                        p["ratio"].get<double>(), p["order0_bound_ratio"].get<double>());
+            first = false;
+        }
+    }
+    std::printf("\n%s: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f (header %llu bytes)\n", path.c_str(),
+                static_cast<unsigned long long>(store->original_size()), static_cast<unsigned long long>(store->stored_size()),
+                doc["ratio"].get<double>(), doc["order0_bound_ratio"].get<double>(),
+                static_cast<unsigned long long>(store->prefix().size()));
+    if (list_chunks)
+        for (const auto& c : doc["chunks"])
+            std::printf("chunk %llu %s original %llu+%u stored %llu+%llu\n", c["index"].get<unsigned long long>(),
+                        c["tensor"].get<std::string>().c_str(), c["original_offset"].get<unsigned long long>(),
+                        c["original_length"].get<unsigned>(), c["stored_offset"].get<unsigned long long>(),
+                        c["stored_length"].get<unsigned long long>());
+    return kOk;
+}
+
+}  // namespace ptwm::tool

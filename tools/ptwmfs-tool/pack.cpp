@@ -1,0 +1,123 @@
+// ptwmfs-tool pack: safetensors file or model directory -> stores.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "command.hpp"
+#include "progress.hpp"
+#include "ptwm/error.hpp"
+#include "ptwm/safetensors.hpp"
+#include "ptwm/store_writer.hpp"
+#include "size_option.hpp"
+#include "tree.hpp"
+
+namespace ptwm::tool {
+namespace {
+
+constexpr const char* kHelp =
+    "usage: ptwmfs-tool pack [OPTIONS] SRC DST\n"
+    "\n"
+    "Compress SRC, a .safetensors file or a model directory, losslessly. A file\n"
+    "becomes the store DST (or DST/NAME.ptwm when DST is a directory). A directory\n"
+    "is mirrored into DST: every safetensors file (found by content, not by name)\n"
+    "becomes NAME.ptwm, every other file is copied unchanged, symlinks stay links.\n"
+    "Every output is written to a temporary file and renamed into place.\n"
+    "\n"
+    "options:\n"
+    "  -j, --threads N     encoder threads (default: all cores)\n"
+    "  -l, --level N       1 (fastest) .. 9 (smallest); default 3\n"
+    "      --chunk-size S  bytes per chunk, with K/M suffixes (default 256K)\n"
+    "      --on-bad MODE   a safetensors file that fails to parse: 'fail' (default)\n"
+    "                      stops with an error, 'copy' copies it unchanged with a warning\n"
+    "  -q, --quiet         print no summary\n";
+
+struct Totals {
+    uint64_t original = 0, stored = 0, files_packed = 0, files_copied = 0;
+};
+
+bool has_suffix(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+int pack_main(Args& args) {
+    if (args.flag("help", "h")) {
+        std::fputs(kHelp, stdout);
+        return kOk;
+    }
+    PackOptions opt;
+    std::string value;
+    if (args.option("threads", "j", value)) opt.threads = static_cast<unsigned>(parse_count(value, "--threads"));
+    if (args.option("level", "l", value)) {
+        opt.encode.level = static_cast<int>(parse_count(value, "--level"));
+        if (opt.encode.level < 1 || opt.encode.level > 9) throw UsageError{"--level takes 1 to 9"};
+    }
+    if (args.option("chunk-size", "", value)) {
+        const uint64_t size = parse_size(value, "--chunk-size");
+        if (size < 4096 || size > (256u << 20)) throw UsageError{"--chunk-size takes 4K to 256M"};
+        opt.chunk_bytes = static_cast<uint32_t>(size);
+    }
+    bool copy_bad = false;
+    if (args.option("on-bad", "", value)) {
+        if (value != "fail" && value != "copy") throw UsageError{"--on-bad takes 'fail' or 'copy'"};
+        copy_bad = value == "copy";
+    }
+    const bool quiet = args.flag("quiet", "q");
+    const auto pos = args.positionals(2, 2);
+    const fs::path src = pos[0];
+    fs::path dst = pos[1];
+
+    Progress progress;
+    Totals totals;
+    const auto start = std::chrono::steady_clock::now();
+    auto pack_one = [&](const fs::path& in, const fs::path& out) {
+        PackOptions o = opt;
+        const std::string label = in.filename().string();
+        o.progress = [&](uint64_t done, uint64_t total) { progress.update(label, done, total); };
+        const PackResult r = pack_file(in, out, o);
+        progress.finish();
+        totals.original += r.original_bytes;
+        totals.stored += r.stored_bytes;
+        ++totals.files_packed;
+        if (!quiet)
+            std::printf("%s: %s -> %s (%.4f)\n", in.c_str(), human_bytes(r.original_bytes).c_str(),
+                        human_bytes(r.stored_bytes).c_str(),
+                        r.original_bytes ? static_cast<double>(r.stored_bytes) / static_cast<double>(r.original_bytes) : 1.0);
+    };
+
+    std::error_code ec;
+    if (fs::is_directory(src)) {
+        if (fs::exists(dst, ec) && !fs::is_directory(dst)) throw Error(dst.string() + ": exists and is not a directory");
+        mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {
+            if (looks_like_safetensors(in) || has_suffix(in.string(), ".safetensors")) {
+                try {
+                    pack_one(in, out.string() + ".ptwm");
+                    return;
+                } catch (const Error& e) {
+                    progress.finish();
+                    if (!copy_bad) throw;
+                    std::fprintf(stderr, "ptwmfs-tool pack: warning: copying unchanged: %s\n", e.what());
+                }
+            }
+            copy_file_atomic(in, out);
+            ++totals.files_copied;
+        });
+    } else {
+        if (!fs::exists(src, ec)) throw Error(src.string() + ": no such file or directory");
+        if (fs::is_directory(dst)) dst /= src.filename().string() + ".ptwm";
+        pack_one(src, dst);
+    }
+
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!quiet && totals.files_packed + totals.files_copied > 1)
+        std::printf("packed %llu safetensors file(s): %s -> %s, ratio %.4f; copied %llu other file(s); %.2f s, %.0f MB/s\n",
+                    static_cast<unsigned long long>(totals.files_packed), human_bytes(totals.original).c_str(),
+                    human_bytes(totals.stored).c_str(),
+                    totals.original ? static_cast<double>(totals.stored) / static_cast<double>(totals.original) : 1.0,
+                    static_cast<unsigned long long>(totals.files_copied), seconds,
+                    static_cast<double>(totals.original) / 1e6 / seconds);
+    return kOk;
+}
+
+}  // namespace ptwm::tool

@@ -1,0 +1,61 @@
+#include "tree.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ptwm/error.hpp"
+#include "ptwm/file_io.hpp"
+
+namespace ptwm::tool {
+
+void copy_file_atomic(const fs::path& src, const fs::path& dst) {
+    const File in = File::open_read(src);
+    struct stat st;
+    if (::fstat(in.fd(), &st) != 0) throw_errno(src, "cannot stat");
+    AtomicOutput out(dst, st.st_mode & 07777);
+    std::vector<uint8_t> buf(8u << 20);
+    const uint64_t size = in.size();
+    for (uint64_t at = 0; at < size;) {
+        const auto n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - at));
+        in.read_exact(at, {buf.data(), n});
+        out.write_at(at, {buf.data(), n});
+        at += n;
+    }
+    out.commit();
+}
+
+void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file) {
+    std::error_code ec;
+    fs::create_directories(dst, ec);
+    if (ec) throw Error(dst.string() + ": cannot create directory: " + ec.message());
+    std::vector<fs::directory_entry> entries;
+    for (const auto& e : fs::directory_iterator(src)) entries.push_back(e);
+    std::sort(entries.begin(), entries.end());
+    for (const auto& e : entries) {
+        const fs::path target = dst / e.path().filename();
+        const auto status = e.symlink_status();
+        if (fs::is_symlink(status)) {
+            fs::remove(target, ec);
+            fs::create_symlink(fs::read_symlink(e.path()), target, ec);
+            if (ec) throw Error(target.string() + ": cannot create symlink: " + ec.message());
+        } else if (fs::is_directory(status)) {
+            mirror_tree(e.path(), target, on_file);
+        } else if (fs::is_regular_file(status)) {
+            on_file(e.path(), target);
+        } else {
+            throw Error(e.path().string() + ": neither a regular file, a directory nor a symlink");
+        }
+    }
+}
+
+std::vector<fs::path> regular_files(const fs::path& root) {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::recursive_directory_iterator(root))
+        if (e.is_regular_file() && !e.is_symlink()) out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace ptwm::tool

@@ -1,0 +1,27 @@
+// Mirroring a directory tree: directories are recreated, symlinks are copied
+// as the links they are (never followed), and each regular file is handed
+// to a callback that writes its counterpart.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+namespace ptwm::tool {
+
+namespace fs = std::filesystem;
+
+// Called with the source file and the destination path it would keep if
+// copied unchanged; the callback writes whatever it wants in its place.
+using FileAction = std::function<void(const fs::path& src, const fs::path& dst)>;
+
+void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file);
+
+// Copy a regular file's bytes to `dst` atomically (temporary file + rename),
+// keeping its permission bits.
+void copy_file_atomic(const fs::path& src, const fs::path& dst);
+
+// Every regular file below `root` (symlinks not followed), sorted by path.
+std::vector<fs::path> regular_files(const fs::path& root);
+
+}  // namespace ptwm::tool
