@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""ptwmfs-tool from the command line: directory mirroring, byte-exact round
+trips, exit codes, and errors that name the file and what is wrong."""
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+TOOL = os.environ.get("PTWMFS_TOOL", "build/tools/ptwmfs-tool/ptwmfs-tool")
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+
+
+def run(*args, check=True):
+    p = subprocess.run([TOOL, *map(str, args)], capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{args} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+def safetensors(tensors, metadata=None):
+    """tensors: list of (name, dtype, shape, bytes)."""
+    header, at = {}, 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + len(data)]}
+        at += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(t[3] for t in tensors)
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+class ToolTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="ptwm-cli-"))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def model_dir(self):
+        src = self.tmp / "model"
+        (src / "sub").mkdir(parents=True)
+        weights = bytes((i * 7919) % 251 for i in range(200000))
+        (src / "model.safetensors").write_bytes(
+            safetensors([("a", "BF16", [50000], weights[:100000]), ("b", "F32", [25000], weights[100000:])],
+                        {"format": "pt"}))
+        (src / "config.json").write_text('{"hidden_size": 64}\n')
+        (src / "sub" / "blob").write_bytes(safetensors([("x", "U8", [3], b"\x01\x02\x03")]))  # no extension
+        os.symlink("../model.safetensors", src / "sub" / "link.safetensors")
+        return src
+
+    def test_directory_round_trip_keeps_every_file_and_link(self):
+        src = self.model_dir()
+        out = run("pack", "-j2", src, self.tmp / "packed").stdout
+        self.assertIn("ratio", out)
+        packed = self.tmp / "packed"
+        self.assertTrue((packed / "model.safetensors.ptwm").is_file())
+        self.assertTrue((packed / "sub" / "blob.ptwm").is_file(), "safetensors found by content, not by name")
+        self.assertEqual((packed / "config.json").read_text(), '{"hidden_size": 64}\n')
+        self.assertEqual(os.readlink(packed / "sub" / "link.safetensors"), "../model.safetensors")
+        run("unpack", packed, self.tmp / "back")
+        back = self.tmp / "back"
+        for rel in ["model.safetensors", "config.json", "sub/blob"]:
+            self.assertEqual(sha256(back / rel), sha256(src / rel), rel)
+        self.assertEqual(os.readlink(back / "sub" / "link.safetensors"), "../model.safetensors")
+        self.assertEqual(run("verify", packed, "--against", src).returncode, 0)
+
+    def test_single_file_into_a_directory_and_back(self):
+        src = self.model_dir() / "model.safetensors"
+        (self.tmp / "d").mkdir()
+        run("pack", "--level", "1", src, self.tmp / "d")
+        store = self.tmp / "d" / "model.safetensors.ptwm"
+        self.assertTrue(store.is_file())
+        run("unpack", "-j1", store, self.tmp / "copy.safetensors")
+        self.assertEqual(sha256(self.tmp / "copy.safetensors"), sha256(src))
+
+    def test_inspect_reports_planes_codecs_and_bounds(self):
+        src = self.model_dir() / "model.safetensors"
+        run("pack", src, self.tmp / "m.ptwm")
+        doc = json.loads(run("inspect", "--json", "--chunks", self.tmp / "m.ptwm").stdout)
+        self.assertEqual(doc["original_bytes"], src.stat().st_size)
+        names = [t["name"] for t in doc["tensors"]]
+        self.assertEqual(names, ["a", "b"])
+        self.assertEqual(doc["tensors"][0]["decomposition"], "bf16-exponent")
+        self.assertEqual(len(doc["tensors"][1]["planes"]), 4)
+        self.assertGreater(len(doc["chunks"]), 0)
+        table = run("inspect", self.tmp / "m.ptwm").stdout
+        self.assertIn("order-0 per-plane bound", table)
+
+    def test_verify_lists_a_damaged_chunk_and_fails(self):
+        src = self.model_dir() / "model.safetensors"
+        store = self.tmp / "m.ptwm"
+        run("pack", src, store)
+        chunk = json.loads(run("inspect", "--json", "--chunks", store).stdout)["chunks"][0]
+        data = bytearray(store.read_bytes())
+        data[chunk["stored_offset"] + chunk["stored_length"] // 2] ^= 0x55
+        store.write_bytes(bytes(data))
+        p = run("verify", store, check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("DAMAGED", p.stdout)
+        self.assertIn("chunk 0", p.stdout)
+        self.assertIn("tensor 'a'", p.stdout)
+        p = run("unpack", store, self.tmp / "out", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertFalse((self.tmp / "out").exists(), "no partial output after a failed unpack")
+
+    def test_bad_input_is_named_and_leaves_nothing(self):
+        cases = {
+            "notst.safetensors": (b"hello world, not safetensors", "not a safetensors file"),
+            "trunc.safetensors": (safetensors([("a", "F32", [4], bytes(16))])[:-3], "past the end of the file"),
+            "dtype.safetensors": (safetensors([("a", "F12", [4], bytes(16))]), "unknown dtype \"F12\""),
+        }
+        for name, (content, message) in cases.items():
+            path = self.tmp / name
+            path.write_bytes(content)
+            p = run("pack", path, self.tmp / "out.ptwm", check=False)
+            self.assertEqual(p.returncode, 1, name)
+            self.assertIn(name, p.stderr)
+            self.assertIn(message, p.stderr)
+            self.assertFalse((self.tmp / "out.ptwm").exists())
+            self.assertEqual([f for f in os.listdir(self.tmp) if f.startswith(".")], [], "temporary left behind")
+
+    def test_store_errors_name_the_store(self):
+        bad = self.tmp / "x.ptwm"
+        bad.write_bytes(b"NOTASTORE" + bytes(200))
+        p = run("verify", bad, check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("x.ptwm: not a ptwmfs store (wrong magic)", p.stdout)
+        p = run("inspect", bad, check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("wrong magic", p.stderr)
+
+    def test_bad_file_in_a_directory_fails_or_is_copied_by_option(self):
+        src = self.model_dir()
+        (src / "broken.safetensors").write_bytes(safetensors([("a", "F32", [4], bytes(16))])[:-1])
+        p = run("pack", src, self.tmp / "p1", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("broken.safetensors", p.stderr)
+        self.assertFalse((self.tmp / "p1" / "broken.safetensors.ptwm").exists())
+        p = run("pack", "--on-bad", "copy", src, self.tmp / "p2")
+        self.assertIn("warning", p.stderr)
+        self.assertEqual(sha256(self.tmp / "p2" / "broken.safetensors"), sha256(src / "broken.safetensors"))
+
+    def test_usage_errors_exit_2_and_help_exits_0(self):
+        self.assertEqual(run("pack", check=False).returncode, 2)
+        self.assertEqual(run("pack", "--level", "12", "a", "b", check=False).returncode, 2)
+        self.assertEqual(run("frobnicate", check=False).returncode, 2)
+        for cmd in ["pack", "unpack", "verify", "inspect"]:
+            self.assertIn("usage: ptwmfs-tool " + cmd, run(cmd, "--help").stdout)
+        self.assertIn("ptwmfs-tool", run("--version").stdout)
+
+    def test_corpus_round_trips_through_the_command_line(self):
+        if not CORPUS.is_dir():
+            self.skipTest(f"no corpus at {CORPUS}: skipped")
+        run("pack", CORPUS, self.tmp / "packed")
+        run("unpack", self.tmp / "packed", self.tmp / "back")
+        for f in sorted(CORPUS.iterdir()):
+            self.assertEqual(sha256(self.tmp / "back" / f.name), sha256(f), f.name)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

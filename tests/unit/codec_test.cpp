@@ -1,0 +1,96 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "ptwm/chunk_codec.hpp"
+#include "ptwm/codec.hpp"
+#include "ptwm/error.hpp"
+
+namespace ptwm {
+namespace {
+
+std::vector<uint8_t> skewed_bytes(size_t n, uint32_t seed) {
+    // Few symbols with a dominant one, like an exponent plane.
+    std::mt19937 rng(seed);
+    std::geometric_distribution<int> dist(0.5);
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) b = static_cast<uint8_t>(120 + std::min(dist(rng), 30));
+    return v;
+}
+
+TEST(Codec, EveryCodecRoundTrips) {
+    for (size_t n : {1u, 100u, 5000u, 70000u}) {
+        const auto plane = skewed_bytes(n, static_cast<uint32_t>(n));
+        for (Codec c : {Codec::raw, Codec::zstd, Codec::rans0, Codec::rans1}) {
+            const auto payload = encode_with(c, plane);
+            std::vector<uint8_t> out(n);
+            decode_plane(c, payload, out);
+            EXPECT_EQ(out, plane) << name(c) << " n=" << n;
+        }
+    }
+    const std::vector<uint8_t> zeros(4096, 0);
+    std::vector<uint8_t> out(4096, 1);
+    decode_plane(Codec::constant, encode_with(Codec::constant, zeros), out);
+    EXPECT_EQ(out, zeros);
+}
+
+TEST(Codec, ContestPicksConstantRawAndEntropyCoderWhereEachBelongs) {
+    EncodeOptions opt;
+    EXPECT_EQ(encode_plane(std::vector<uint8_t>(1000, 7), opt).codec, Codec::constant);
+
+    std::mt19937 rng(1);
+    std::vector<uint8_t> noise(100000);
+    for (auto& b : noise) b = static_cast<uint8_t>(rng());
+    EXPECT_EQ(encode_plane(noise, opt).codec, Codec::raw);  // no codec beats random bytes by the tie margin
+
+    const auto skewed = skewed_bytes(200000, 3);
+    const auto coded = encode_plane(skewed, opt);
+    EXPECT_NE(coded.codec, Codec::raw);
+    // Within 2% of the order-0 bound.
+    EXPECT_LT(static_cast<double>(coded.payload.size()), 1.02 * order0_bits(skewed) / 8 + 200);
+}
+
+TEST(Codec, DamagedPayloadIsCorruptDataOrWrongBytesNeverACrash) {
+    const auto plane = skewed_bytes(50000, 9);
+    for (Codec c : {Codec::zstd, Codec::rans0, Codec::rans1}) {
+        auto payload = encode_with(c, plane);
+        std::vector<uint8_t> out(plane.size());
+        payload.resize(payload.size() / 2);
+        // zstd notices a cut frame; rANS may decode garbage, which the chunk
+        // checksum then rejects (see ChecksumCatchesAFlippedBit).
+        bool rejected = false;
+        try {
+            decode_plane(c, payload, out);
+        } catch (const CorruptData&) {
+            rejected = true;
+        }
+        EXPECT_TRUE(rejected || out != plane) << name(c);
+        if (c == Codec::zstd) EXPECT_TRUE(rejected);
+    }
+    std::vector<uint8_t> out(10);
+    EXPECT_THROW(decode_plane(Codec::raw, std::vector<uint8_t>(9), out), CorruptData);
+    EXPECT_THROW(decode_plane(static_cast<Codec>(77), std::vector<uint8_t>(9), out), CorruptData);
+}
+
+TEST(ChunkCodec, ChecksumCatchesAFlippedBit) {
+    const auto bytes = skewed_bytes(65536, 11);
+    EncodedChunk c = encode_chunk(bytes, Decomposition::split2, {});
+    std::vector<uint8_t> out(bytes.size());
+    decode_chunk_payload(c.entry, c.payload, out);
+    EXPECT_EQ(out, bytes);
+    // Flip a bit in a raw plane: every codec decodes it, only the checksum can tell.
+    c.entry.codec[0] = Codec::raw;
+    c.payload.assign(bytes.begin(), bytes.end());
+    c.entry.payload_length[0] = 32768;
+    c.entry.payload_length[1] = 32768;
+    c.entry.codec[1] = Codec::raw;
+    std::vector<uint8_t> planes(bytes.size());
+    for (size_t i = 0; i < 32768; ++i) planes[i] = bytes[2 * i], planes[32768 + i] = bytes[2 * i + 1];
+    c.payload = planes;
+    decode_chunk_payload(c.entry, c.payload, out);
+    c.payload[100] ^= 1;
+    EXPECT_THROW(decode_chunk_payload(c.entry, c.payload, out), CorruptData);
+}
+
+}  // namespace
+}  // namespace ptwm

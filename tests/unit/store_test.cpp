@@ -1,0 +1,160 @@
+// Pack -> store -> read back must give the original bytes exactly, for every
+// dtype and for any range a reader asks for.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "ptwm/error.hpp"
+#include "ptwm/safetensors.hpp"
+#include "ptwm/store_decoder.hpp"
+#include "ptwm/store_reader.hpp"
+#include "ptwm/store_writer.hpp"
+#include "test_files.hpp"
+
+namespace ptwm {
+namespace {
+
+using test::TempDir;
+using test::TestTensor;
+
+std::vector<TestTensor> every_dtype_tensors() {
+    std::mt19937 rng(42);
+    auto random_bytes = [&](size_t n) {
+        std::vector<uint8_t> v(n);
+        for (auto& b : v) b = static_cast<uint8_t>(rng());
+        return v;
+    };
+    const auto w = test::normal_floats(100003, 5);
+    std::vector<TestTensor> t = {
+        {"w.f32", "F32", {100003}, test::as_f32_bytes(w)},
+        {"w.bf16", "BF16", {100003}, test::as_bf16_bytes(w)},
+        {"w.f16", "F16", {3, 5}, random_bytes(30)},
+        {"w.f8", "F8_E4M3", {70001}, random_bytes(70001)},
+        {"w.f8e5", "F8_E5M2", {17}, random_bytes(17)},
+        {"w.e8m0", "F8_E8M0", {9}, random_bytes(9)},
+        {"w.f4", "F4", {2, 6}, random_bytes(6)},
+        {"empty", "F32", {0, 4}, {}},
+        {"scalar", "F64", {}, random_bytes(8)},
+        {"ids", "I64", {1000}, std::vector<uint8_t>(8000, 0)},
+        {"c", "C64", {5}, random_bytes(40)},
+        {"b", "BOOL", {3}, {0, 1, 1}},
+        {"u16", "U16", {4}, random_bytes(8)},
+        {"i32", "I32", {4}, random_bytes(16)},
+    };
+    return t;
+}
+
+TEST(Store, EveryDtypeRoundTripsByteForByte) {
+    TempDir dir;
+    const auto original = test::make_safetensors(every_dtype_tensors(), R"({"format":"pt"})");
+    test::write_file(dir / "m.safetensors", original);
+    PackOptions opt;
+    opt.chunk_bytes = 64 << 10;  // several chunks per large tensor
+    const auto result = pack_file(dir / "m.safetensors", dir / "m.ptwm", opt);
+    EXPECT_EQ(result.original_bytes, original.size());
+    EXPECT_LT(result.stored_bytes, original.size());
+
+    const auto store = StoreReader::open(dir / "m.ptwm");
+    ASSERT_EQ(store->original_size(), original.size());
+    std::vector<uint8_t> all(original.size());
+    store->read(0, all);
+    EXPECT_EQ(all, original);
+
+    // Arbitrary ranges, straddling the header and chunk boundaries.
+    std::mt19937 rng(3);
+    for (int i = 0; i < 300; ++i) {
+        const uint64_t a = rng() % original.size();
+        const uint64_t n = rng() % std::min<uint64_t>(original.size() - a, 200000);
+        std::vector<uint8_t> part(n);
+        store->read(a, part);
+        ASSERT_TRUE(std::equal(part.begin(), part.end(), original.begin() + static_cast<long>(a))) << a << "+" << n;
+    }
+}
+
+TEST(Store, FindChunkIsTheChunkHoldingTheOffset) {
+    TempDir dir;
+    test::write_file(dir / "m.safetensors", test::make_safetensors(every_dtype_tensors()));
+    PackOptions opt;
+    opt.chunk_bytes = 4096;
+    pack_file(dir / "m.safetensors", dir / "m.ptwm", opt);
+    const auto store = StoreReader::open(dir / "m.ptwm");
+    for (size_t i = 0; i < store->chunk_count(); ++i) {
+        const auto& e = store->chunk(i);
+        EXPECT_EQ(store->find_chunk(e.original_offset), i);
+        EXPECT_EQ(store->find_chunk(e.original_offset + e.original_length - 1), i);
+        EXPECT_LE(e.original_length, 4096u);
+    }
+}
+
+TEST(Store, EveryLevelAndThreadCountGivesTheSameBytesBack) {
+    TempDir dir;
+    const auto original = test::make_safetensors(every_dtype_tensors());
+    test::write_file(dir / "m.safetensors", original);
+    for (int level : {1, 3, 9}) {
+        for (unsigned threads : {1u, 3u}) {
+            PackOptions opt;
+            opt.encode.level = level;
+            opt.threads = threads;
+            pack_file(dir / "m.safetensors", dir / "m.ptwm", opt);
+            const auto store = StoreReader::open(dir / "m.ptwm");
+            std::vector<uint8_t> back;
+            DecodeAllOptions d;
+            d.threads = threads;
+            decode_all(*store, d, [&](uint64_t offset, std::span<const uint8_t> bytes) {
+                ASSERT_EQ(offset, back.size());
+                back.insert(back.end(), bytes.begin(), bytes.end());
+            });
+            EXPECT_EQ(back, original) << "level " << level << ", " << threads << " threads";
+        }
+    }
+}
+
+TEST(Store, BadInputLeavesNoOutputBehind) {
+    TempDir dir;
+    auto bytes = test::make_safetensors(every_dtype_tensors());
+    bytes.pop_back();  // the last tensor now runs past the end of the file
+    test::write_file(dir / "bad.safetensors", bytes);
+    try {
+        pack_file(dir / "bad.safetensors", dir / "bad.ptwm", {});
+        FAIL() << "a truncated file was packed";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("bad.safetensors"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("past the end of the file"), std::string::npos) << e.what();
+    }
+    // Nothing at the destination and no temporary left beside it.
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
+}
+
+TEST(Store, CorpusFilesRoundTripAndBeatTheirZstdRatios) {
+    const auto corpus = test::corpus_dir();
+    if (!std::filesystem::exists(corpus)) GTEST_SKIP() << "no corpus at " << corpus << " (../shared/corpus): skipped";
+    TempDir dir;
+    size_t files = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
+        if (entry.path().extension() != ".safetensors") continue;
+        ++files;
+        const auto out = dir / (entry.path().filename().string() + ".ptwm");
+        const auto r = pack_file(entry.path(), out, {});
+        const auto original = test::read_file(entry.path());
+        const auto store = StoreReader::open(out);
+        std::vector<uint8_t> back(store->original_size());
+        store->read(0, back);
+        EXPECT_EQ(back, original) << entry.path();
+        // Lossless and smaller: below the raw size on every real weight file.
+        EXPECT_LT(r.stored_bytes, r.original_bytes) << entry.path();
+    }
+    EXPECT_GT(files, 0u);
+}
+
+TEST(Safetensors, HeaderIsKeptVerbatimAndTensorsSortedByOffset) {
+    const auto bytes = test::make_safetensors({{"b", "U8", {2}, {1, 2}}, {"a", "U8", {1}, {3}}}, R"({"k":"v"})");
+    const auto h = parse_safetensors(bytes, bytes.size(), "x.safetensors");
+    ASSERT_EQ(h.tensors.size(), 2u);
+    EXPECT_EQ(h.tensors[0].name, "b");
+    EXPECT_EQ(h.tensors[1].begin, h.prefix.size() + 2);
+    EXPECT_TRUE(std::equal(h.prefix.begin(), h.prefix.end(), bytes.begin()));
+    EXPECT_EQ(h.metadata_json, R"({"k":"v"})");
+}
+
+}  // namespace
+}  // namespace ptwm
