@@ -1,0 +1,292 @@
+#include "filesystem.hpp"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "log.hpp"
+#include "ptwm/error.hpp"
+
+namespace ptwmfs {
+namespace {
+
+// The store is immutable while mounted: the kernel may keep names and
+// attributes, including negative lookups, for as long as it likes.
+constexpr double kForever = 365.0 * 24 * 3600;
+constexpr std::string_view kStatsXattr = "user.ptwmfs.stats";
+// The stats grow between a size query and the read that follows it, so the
+// size query answers with this much room to spare.
+constexpr size_t kStatsSizeSlack = 256;
+
+Filesystem& fs_of(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+
+struct OpenFile {
+    explicit OpenFile(const Node& n) : node(n) {}
+    const Node& node;
+    UniqueFd fd;            // plain files: the file in the store directory
+    AccessPattern pattern;  // stores: for decode-ahead
+};
+
+OpenFile& open_file_of(const fuse_file_info* fi) { return *reinterpret_cast<OpenFile*>(fi->fh); }
+
+void op_init(void*, fuse_conn_info* conn) {
+    // libfuse's default max_write (1 MiB, its buffer size) also sets the
+    // kernel's max_pages, which allows read requests of up to 1 MiB:
+    // fewer, larger requests make sequential reads much faster.
+    if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+    // Nothing changes under us: no need to drop cached pages when an
+    // attribute refresh would show a new mtime.
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    const Tree& tree = fs_of(req).tree();
+    const Node* dir = tree.node(parent);
+    if (dir == nullptr || dir->kind != NodeKind::directory) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    fuse_entry_param entry{};
+    entry.attr_timeout = kForever;
+    entry.entry_timeout = kForever;
+    if (const Node* child = tree.lookup(*dir, name)) {
+        entry.ino = child->ino;
+        entry.attr = child->attr;
+    }
+    fuse_reply_entry(req, &entry);  // ino 0: a negative entry, cached as long
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+    const Node* node = fs_of(req).tree().node(ino);
+    if (node == nullptr) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    fuse_reply_attr(req, &node->attr, kForever);
+}
+
+void op_readlink(fuse_req_t req, fuse_ino_t ino) {
+    const Node* node = fs_of(req).tree().node(ino);
+    if (node == nullptr || node->kind != NodeKind::symlink) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    fuse_reply_readlink(req, node->link_target.c_str());
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    const Node* node = fs_of(req).tree().node(ino);
+    if (node == nullptr || node->kind != NodeKind::directory) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
+    const Tree& tree = fs_of(req).tree();
+    const Node* dir = tree.node(ino);
+    if (dir == nullptr || dir->kind != NodeKind::directory) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    // Entry i of ".", "..", children...; an entry's offset is its successor's index.
+    std::vector<char> buffer(size);
+    size_t used = 0;
+    const size_t count = 2 + dir->children.size();
+    for (size_t i = static_cast<size_t>(offset); i < count; ++i) {
+        const Node& entry = i == 0 ? *dir : i == 1 ? *tree.node(dir->parent) : *tree.node(dir->children[i - 2]);
+        const char* name = i == 0 ? "." : i == 1 ? ".." : entry.name.c_str();
+        const size_t needed = fuse_add_direntry(req, buffer.data() + used, size - used, name, &entry.attr,
+                                                static_cast<off_t>(i + 1));
+        if (needed > size - used) break;
+        used += needed;
+    }
+    fuse_reply_buf(req, buffer.data(), used);
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    Filesystem& fs = fs_of(req);
+    const Node* node = fs.tree().node(ino);
+    if (node == nullptr) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (node->kind == NodeKind::directory) {
+        fuse_reply_err(req, EISDIR);
+        return;
+    }
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    auto open_file = std::make_unique<OpenFile>(*node);
+    if (node->kind == NodeKind::regular) {
+        open_file->fd = fs.tree().open_regular(*node);
+        if (!open_file->fd) {
+            fuse_reply_err(req, errno);
+            return;
+        }
+    }
+    // Keep the page cache across opens: the contents never change. No
+    // direct_io: it would break shared mmap.
+    fi->keep_cache = 1;
+    fi->fh = reinterpret_cast<uint64_t>(open_file.get());
+    if (fuse_reply_open(req, fi) == 0) open_file.release();  // freed in op_release
+}
+
+void read_plain(fuse_req_t req, OpenFile& file, size_t size, off_t offset) {
+    fuse_bufvec data = FUSE_BUFVEC_INIT(size);
+    data.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+    data.buf[0].fd = file.fd.get();
+    data.buf[0].pos = offset;
+    fuse_reply_data(req, &data, FUSE_BUF_SPLICE_MOVE);  // replies with the error itself on failure
+}
+
+void read_store(fuse_req_t req, Filesystem& fs, OpenFile& file, size_t size, off_t offset) {
+    const StoreFile& store = *file.node.store;
+    ReadStats& stats = fs.read_stats();
+    // Per thread, so its scratch buffer is allocated once per thread.
+    thread_local GatheredRead gathered;
+    gathered.clear();
+    try {
+        store.gather(static_cast<uint64_t>(offset), size, fs.cache(), gathered);
+    } catch (const ptwm::CorruptData&) {
+        ++stats.errors;  // logged once per chunk where it was found
+        gathered.clear();
+        fuse_reply_err(req, EIO);
+        return;
+    } catch (const std::exception& e) {
+        ++stats.errors;
+        log_error("%s: read of %zu bytes at %lld failed: %s", store.reader().path().c_str(), size,
+                  static_cast<long long>(offset), e.what());
+        gathered.clear();
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    fs.prefetcher().note_read(file.pattern, store, static_cast<uint64_t>(offset), size);
+
+    uint64_t bytes = 0;
+    for (const iovec& piece : gathered.pieces) bytes += piece.iov_len;
+    stats.bytes += bytes;
+    stats.prefix_bytes += gathered.prefix_bytes;
+    stats.raw_bytes += gathered.raw_bytes;
+    if (gathered.pieces.empty()) {
+        fuse_reply_buf(req, nullptr, 0);
+    } else {
+        fuse_reply_iov(req, gathered.pieces.data(), static_cast<int>(gathered.pieces.size()));
+    }
+    // The reply is written: let evicted chunks go now, not at the next read.
+    gathered.clear();
+}
+
+void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+    const auto start = std::chrono::steady_clock::now();
+    Filesystem& fs = fs_of(req);
+    OpenFile& file = open_file_of(fi);
+    ++fs.read_stats().reads;
+    if (file.node.store) {
+        read_store(req, fs, file, size, offset);
+    } else {
+        read_plain(req, file, size, offset);
+    }
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    fs.read_stats().latency.record(
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
+}
+
+void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    delete &open_file_of(fi);
+    fuse_reply_err(req, 0);
+}
+
+void op_statfs(fuse_req_t req, fuse_ino_t) {
+    struct statvfs st {};
+    if (fstatvfs(fs_of(req).tree().root_fd(), &st) != 0) {
+        fuse_reply_err(req, errno);
+        return;
+    }
+    fuse_reply_statfs(req, &st);
+}
+
+// Answers an xattr request for `value` ("" for none) following the
+// getxattr/listxattr size protocol: size 0 asks for the length.
+void reply_xattr_value(fuse_req_t req, std::string_view value, size_t size, size_t size_slack) {
+    if (size == 0) {
+        fuse_reply_xattr(req, value.empty() ? 0 : value.size() + size_slack);
+    } else if (size < value.size()) {
+        fuse_reply_err(req, ERANGE);
+    } else {
+        fuse_reply_buf(req, value.data(), value.size());
+    }
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+    if (ino != FUSE_ROOT_ID || name != kStatsXattr) {
+        fuse_reply_err(req, ENODATA);
+        return;
+    }
+    reply_xattr_value(req, fs_of(req).stats_json(), size, kStatsSizeSlack);
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+    // Names are NUL-terminated in the list, so keep the terminator.
+    static const std::string root_names(kStatsXattr.data(), kStatsXattr.size() + 1);
+    reply_xattr_value(req, ino == FUSE_ROOT_ID ? std::string_view(root_names) : std::string_view(), size, 0);
+}
+
+// Every modifying operation. The mount is read-only, so the kernel refuses
+// most of these itself; this covers whatever reaches us anyway.
+constexpr auto refuse = [](fuse_req_t req, auto...) { fuse_reply_err(req, EROFS); };
+
+fuse_lowlevel_ops make_operations() {
+    fuse_lowlevel_ops ops{};
+    ops.init = op_init;
+    ops.lookup = op_lookup;
+    ops.getattr = op_getattr;
+    ops.readlink = op_readlink;
+    ops.opendir = op_opendir;
+    ops.readdir = op_readdir;
+    ops.open = op_open;
+    ops.read = op_read;
+    ops.release = op_release;
+    ops.statfs = op_statfs;
+    ops.getxattr = op_getxattr;
+    ops.listxattr = op_listxattr;
+
+    ops.setattr = refuse;
+    ops.mknod = refuse;
+    ops.mkdir = refuse;
+    ops.unlink = refuse;
+    ops.rmdir = refuse;
+    ops.symlink = refuse;
+    ops.rename = refuse;
+    ops.link = refuse;
+    ops.write = refuse;
+    ops.create = refuse;
+    ops.setxattr = refuse;
+    ops.removexattr = refuse;
+    ops.fallocate = refuse;
+    return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& Filesystem::operations() {
+    static const fuse_lowlevel_ops ops = make_operations();
+    return ops;
+}
+
+std::string Filesystem::stats_json() const {
+    return ptwmfs::stats_json(cache_.stats(), read_stats_, prefetcher_.stats());
+}
+
+}  // namespace ptwmfs

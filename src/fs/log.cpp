@@ -1,0 +1,49 @@
+#include "log.hpp"
+
+#include <fuse_log.h>
+#include <syslog.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+
+namespace ptwmfs {
+namespace {
+
+std::atomic<bool> use_syslog{false};
+
+void write_line(int priority, const char* format, va_list args) {
+    if (use_syslog) {
+        vsyslog(priority, format, args);
+        return;
+    }
+    // One buffered write per message so lines from worker threads do not interleave.
+    char line[2048];
+    vsnprintf(line, sizeof line, format, args);
+    fprintf(stderr, "ptwmfs: %s\n", line);
+}
+
+void libfuse_log(enum fuse_log_level level, const char* format, va_list args) {
+    if (use_syslog) {
+        vsyslog(static_cast<int>(level), format, args);
+    } else {
+        vfprintf(stderr, format, args);
+    }
+}
+
+}  // namespace
+
+void log_to_syslog() {
+    openlog("ptwmfs", LOG_PID, LOG_DAEMON);
+    use_syslog = true;
+    fuse_set_log_func(libfuse_log);
+}
+
+void log_error(const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    write_line(LOG_ERR, format, args);
+    va_end(args);
+}
+
+}  // namespace ptwmfs

@@ -1,0 +1,108 @@
+// ptwmfs: mounts a directory made by `ptwmfs-tool pack` read-only, showing
+// every NAME.ptwm store as the original NAME, byte for byte.
+#include <fuse_lowlevel.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <exception>
+
+#include "filesystem.hpp"
+#include "log.hpp"
+#include "options.hpp"
+#include "prefetcher.hpp"
+#include "ptwm/chunk_cache.hpp"
+#include "tree.hpp"
+
+namespace {
+
+using namespace ptwmfs;
+
+// Every store keeps its file open (index reads and raw chunks), so a large
+// model directory can need more descriptors than the default soft limit.
+void raise_open_file_limit() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &limit);
+    }
+}
+
+// Tells whoever started us (tests, scripts) that the mount is usable.
+void signal_ready(int fd) {
+    if (fd < 0) return;
+    const char byte = '1';
+    if (write(fd, &byte, 1) != 1) log_error("ready_fd=%d: %s", fd, strerror(errno));
+    close(fd);
+}
+
+int serve(fuse_args& args, const Options& options) {
+    // Chunk buffers are megabytes each and come and go with the cache. A
+    // fixed mmap threshold keeps glibc from raising it after the first
+    // free and then recycling them through heaps that never shrink: the
+    // daemon's resident size must follow the cache bound.
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    raise_open_file_limit();
+
+    std::optional<Tree> tree;
+    try {
+        tree.emplace(Tree::scan(options.store_dir));
+    } catch (const std::exception& e) {
+        log_error("%s", e.what());
+        return 1;
+    }
+    ptwm::ChunkCache cache(options.cache_size);
+    Prefetcher prefetcher(cache, options.workers, options.readahead);
+    Filesystem filesystem(*tree, cache, prefetcher);
+
+    fuse_session* session =
+        fuse_session_new(&args, &Filesystem::operations(), sizeof(fuse_lowlevel_ops), &filesystem);
+    if (session == nullptr) return 1;
+    int status = 1;
+    if (fuse_set_signal_handlers(session) == 0) {
+        if (fuse_session_mount(session, options.fuse.mountpoint) == 0) {
+            if (fuse_daemonize(options.fuse.foreground) == 0) {
+                if (!options.fuse.foreground) log_to_syslog();
+                prefetcher.start();
+                signal_ready(options.ready_fd);
+                if (options.fuse.singlethread) {
+                    status = fuse_session_loop(session);
+                } else {
+                    fuse_loop_config* loop = fuse_loop_cfg_create();
+                    fuse_loop_cfg_set_clone_fd(loop, static_cast<unsigned>(options.fuse.clone_fd));
+                    fuse_loop_cfg_set_max_threads(loop, options.fuse.max_threads);
+                    status = fuse_session_loop_mt(session, loop);
+                    fuse_loop_cfg_destroy(loop);
+                }
+                // A signal ends the loop with its number: a clean exit.
+                if (status > 0) status = 0;
+            }
+            fuse_session_unmount(session);
+        }
+        fuse_remove_signal_handlers(session);
+    }
+    fuse_session_destroy(session);
+
+    if (options.print_stats) fprintf(stderr, "%s\n", filesystem.stats_json().c_str());
+    return status == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+    fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    Options options;
+    int status = 0;
+    switch (parse_options(args, options)) {
+        case ParseOutcome::exit_success: status = 0; break;
+        case ParseOutcome::exit_failure: status = 1; break;
+        case ParseOutcome::run: status = serve(args, options); break;
+    }
+    free(options.fuse.mountpoint);
+    fuse_opt_free_args(&args);
+    return status;
+}

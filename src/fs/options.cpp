@@ -1,0 +1,171 @@
+#include "options.hpp"
+
+#include <zstd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "ptwmfs_version.h"
+
+namespace ptwmfs {
+namespace {
+
+// What fuse_opt_parse fills; converted into Options afterwards.
+struct RawOptions {
+    char* cache_size = nullptr;
+    char* readahead = nullptr;
+    int workers = -1;
+    int ready_fd = -1;
+    int stats = 0;
+    char* store_dir = nullptr;
+};
+
+#define PTWMFS_OPT(templ, member, value) {templ, offsetof(RawOptions, member), value}
+const fuse_opt kOptionSpec[] = {
+    PTWMFS_OPT("cache_size=%s", cache_size, 0),
+    PTWMFS_OPT("readahead=%s", readahead, 0),
+    PTWMFS_OPT("workers=%d", workers, 0),
+    PTWMFS_OPT("ready_fd=%d", ready_fd, 0),
+    PTWMFS_OPT("stats", stats, 1),
+    FUSE_OPT_END,
+};
+#undef PTWMFS_OPT
+
+// The first non-option argument is the store directory; the second, the
+// mount point, stays for fuse_parse_cmdline.
+int take_store_dir(void* data, const char* arg, int key, fuse_args*) {
+    auto* raw = static_cast<RawOptions*>(data);
+    if (key == FUSE_OPT_KEY_NONOPT && raw->store_dir == nullptr) {
+        raw->store_dir = strdup(arg);
+        return 0;
+    }
+    return 1;
+}
+
+void print_usage(const char* program) {
+    printf(
+        "usage: %s STORE_DIR MOUNTPOINT [options]\n"
+        "\n"
+        "Serves a directory made by `ptwmfs-tool pack` as the original model\n"
+        "directory, read-only: every NAME.ptwm store appears as NAME.\n"
+        "\n"
+        "ptwmfs options:\n"
+        "    -o cache_size=SIZE     decoded-chunk cache, bytes with K/M/G suffix (256M)\n"
+        "    -o workers=N           decode-ahead threads (number of cores; 0: none)\n"
+        "    -o readahead=SIZE      decode-ahead window of sequential readers (8M; 0: off)\n"
+        "    -o stats               print statistics to stderr at exit\n"
+        "    -o ready_fd=N          write one byte to fd N once mounted, then close it\n"
+        "\n",
+        program);
+}
+
+void print_versions() {
+    printf("ptwmfs version %s\n", PTWMFS_VERSION);
+    printf("libfuse version %s\n", fuse_pkgversion());
+    printf("zstd version %s\n", ZSTD_versionString());
+    fuse_lowlevel_version();
+}
+
+bool size_option(const char* text, const char* name, uint64_t& out) {
+    if (text == nullptr) return true;
+    auto parsed = parse_size(text);
+    if (!parsed) {
+        fprintf(stderr, "ptwmfs: bad %s '%s': expected bytes with an optional K, M or G suffix\n", name, text);
+        return false;
+    }
+    out = *parsed;
+    return true;
+}
+
+}  // namespace
+
+std::optional<uint64_t> parse_size(std::string_view text) {
+    if (text.empty()) return std::nullopt;
+    unsigned shift = 0;
+    switch (text.back()) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        default: break;
+    }
+    if (shift != 0) text.remove_suffix(1);
+    if (text.empty()) return std::nullopt;
+    uint64_t value = 0;
+    for (char c : text) {
+        if (c < '0' || c > '9') return std::nullopt;
+        if (value > (UINT64_MAX - 9) / 10) return std::nullopt;
+        value = value * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (shift != 0 && value > (UINT64_MAX >> shift)) return std::nullopt;
+    return value << shift;
+}
+
+ParseOutcome parse_options(fuse_args& args, Options& options) {
+    RawOptions raw;
+    if (fuse_opt_parse(&args, &raw, kOptionSpec, take_store_dir) != 0) return ParseOutcome::exit_failure;
+    std::unique_ptr<char, decltype(&free)> store_dir(raw.store_dir, &free);
+    std::unique_ptr<char, decltype(&free)> cache_size(raw.cache_size, &free);
+    std::unique_ptr<char, decltype(&free)> readahead(raw.readahead, &free);
+
+    if (fuse_parse_cmdline(&args, &options.fuse) != 0) return ParseOutcome::exit_failure;
+    if (options.fuse.show_help) {
+        print_usage(args.argv[0]);
+        fuse_cmdline_help();
+        fuse_lowlevel_help();
+        return ParseOutcome::exit_success;
+    }
+    if (options.fuse.show_version) {
+        print_versions();
+        return ParseOutcome::exit_success;
+    }
+    if (store_dir == nullptr || options.fuse.mountpoint == nullptr) {
+        fprintf(stderr, "usage: %s STORE_DIR MOUNTPOINT [options]  (--help for more)\n", args.argv[0]);
+        return ParseOutcome::exit_failure;
+    }
+
+    // Absolute: the daemon changes directory to / when it detaches.
+    std::unique_ptr<char, decltype(&free)> resolved(realpath(store_dir.get(), nullptr), &free);
+    if (resolved == nullptr) {
+        fprintf(stderr, "ptwmfs: %s: %s\n", store_dir.get(), strerror(errno));
+        return ParseOutcome::exit_failure;
+    }
+    options.store_dir = resolved.get();
+
+    if (!size_option(cache_size.get(), "cache_size", options.cache_size) ||
+        !size_option(readahead.get(), "readahead", options.readahead)) {
+        return ParseOutcome::exit_failure;
+    }
+    if (options.cache_size == 0) {
+        fprintf(stderr, "ptwmfs: cache_size must be larger than 0\n");
+        return ParseOutcome::exit_failure;
+    }
+    options.workers = raw.workers >= 0 ? static_cast<unsigned>(raw.workers)
+                                       : std::max(1u, std::thread::hardware_concurrency());
+    options.ready_fd = raw.ready_fd;
+    options.print_stats = raw.stats != 0;
+
+    // Always read-only (the kernel then refuses writes before they reach
+    // us), and the kernel checks the files' own permission bits, which
+    // matters once allow_other lets other users in.
+    char* mount_options = nullptr;
+    bool ok = fuse_opt_add_opt(&mount_options, "ro") == 0 &&
+              fuse_opt_add_opt(&mount_options, "default_permissions") == 0 &&
+              fuse_opt_add_opt(&mount_options, "subtype=ptwmfs") == 0 &&
+              fuse_opt_add_opt_escaped(&mount_options, ("fsname=" + options.store_dir).c_str()) == 0;
+    if (ok) ok = fuse_opt_add_arg(&args, "-o") == 0 && fuse_opt_add_arg(&args, mount_options) == 0;
+    free(mount_options);
+    if (!ok) {
+        fprintf(stderr, "ptwmfs: out of memory\n");
+        return ParseOutcome::exit_failure;
+    }
+    return ParseOutcome::run;
+}
+
+}  // namespace ptwmfs

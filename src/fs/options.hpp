@@ -1,0 +1,34 @@
+// Command line of the daemon: `ptwmfs STORE_DIR MOUNTPOINT [-o OPTIONS]`,
+// the form mount.fuse3 uses for /etc/fstab entries and `mount -t fuse.ptwmfs`.
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ptwmfs {
+
+struct Options {
+    std::string store_dir;                   // absolute, symlinks resolved
+    uint64_t cache_size = 256ull << 20;      // -o cache_size=SIZE
+    unsigned workers = 0;                    // -o workers=N (decode-ahead threads)
+    uint64_t readahead = 8ull << 20;         // -o readahead=SIZE (decode-ahead window)
+    int ready_fd = -1;                       // -o ready_fd=N
+    bool print_stats = false;                // -o stats
+    fuse_cmdline_opts fuse{};                // -f, -d, -s, mountpoint, ...
+};
+
+enum class ParseOutcome { run, exit_success, exit_failure };
+
+// Parses argv into `options`, leaving in `args` what fuse_session_new takes
+// (with ro, default_permissions, fsname and subtype added). Prints --help,
+// --version and errors itself.
+ParseOutcome parse_options(fuse_args& args, Options& options);
+
+// "256M", "1G", "4096", "64k": bytes; nullopt when malformed or overflowing.
+std::optional<uint64_t> parse_size(std::string_view text);
+
+}  // namespace ptwmfs

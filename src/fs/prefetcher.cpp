@@ -1,0 +1,99 @@
+#include "prefetcher.hpp"
+
+#include <algorithm>
+
+namespace ptwmfs {
+namespace {
+
+// The kernel issues readahead requests asynchronously and our threads may
+// serve them out of order, so "sequential" allows this much slack around
+// the expected offset.
+constexpr uint64_t kReorderSlack = 4ull << 20;
+// Reads in a row that must continue each other before decoding ahead: one
+// read of a tensor by a random-access reader should not trigger it.
+constexpr unsigned kSequentialReads = 3;
+// Bound on queued jobs, against many files read sequentially at once.
+constexpr size_t kMaxQueuedJobs = 4096;
+
+}  // namespace
+
+Prefetcher::Prefetcher(ptwm::ChunkCache& cache, unsigned workers, uint64_t window)
+    : cache_(cache), worker_count_(window > 0 ? workers : 0), window_(std::min(window, cache.capacity() / 4)) {}
+
+Prefetcher::~Prefetcher() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+        jobs_.clear();
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+}
+
+void Prefetcher::start() {
+    for (unsigned i = 0; i < worker_count_; ++i) workers_.emplace_back([this] { work(); });
+}
+
+void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint64_t offset, uint64_t length) {
+    if (workers_.empty() || window_ == 0) return;
+    const uint64_t end = std::min(offset + length, store.size());
+    uint64_t from = 0, to = 0;
+    {
+        std::lock_guard lock(pattern.mutex_);
+        const bool continues = offset + kReorderSlack >= pattern.next_offset_ &&
+                               offset <= pattern.next_offset_ + kReorderSlack;
+        if (continues) {
+            ++pattern.sequential_run_;
+            pattern.next_offset_ = std::max(pattern.next_offset_, end);
+        } else {
+            pattern.sequential_run_ = 0;
+            pattern.next_offset_ = end;
+            pattern.queued_until_ = 0;
+        }
+        if (pattern.sequential_run_ < kSequentialReads) return;
+        from = std::max(pattern.queued_until_, pattern.next_offset_);
+        to = std::min(pattern.next_offset_ + window_, store.size());
+        if (from >= to) return;
+        pattern.queued_until_ = to;
+    }
+
+    auto [first, last] = store.chunks_covering(from, to);
+    size_t added = 0;
+    {
+        std::lock_guard lock(mutex_);
+        for (size_t i = first; i < last; ++i) {
+            if (jobs_.size() >= kMaxQueuedJobs) {
+                dropped_ += last - i;
+                break;
+            }
+            jobs_.push_back({&store, i});
+            ++added;
+        }
+    }
+    queued_ += added;
+    if (added == 1) {
+        wake_.notify_one();
+    } else if (added > 1) {
+        wake_.notify_all();
+    }
+}
+
+void Prefetcher::work() {
+    for (;;) {
+        Job job{};
+        {
+            std::unique_lock lock(mutex_);
+            wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+            if (stopping_) return;
+            job = jobs_.front();
+            jobs_.pop_front();
+        }
+        job.store->prefetch(job.chunk, cache_);
+    }
+}
+
+PrefetchStats Prefetcher::stats() const {
+    return {queued_.load(), dropped_.load()};
+}
+
+}  // namespace ptwmfs

@@ -1,0 +1,72 @@
+// Decode-ahead for sequential readers. Each open file keeps an
+// AccessPattern; once a few reads in a row continue where the previous one
+// ended, the chunks of the next `window` bytes are queued for the worker
+// threads, so a cold sequential read keeps every core decoding instead of
+// one chunk at a time in the reading thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "ptwm/chunk_cache.hpp"
+#include "store_file.hpp"
+
+namespace ptwmfs {
+
+class AccessPattern {
+private:
+    friend class Prefetcher;
+    std::mutex mutex_;
+    uint64_t next_offset_ = 0;     // where a sequential reader goes next
+    unsigned sequential_run_ = 0;  // reads in a row that continued the last
+    uint64_t queued_until_ = 0;    // decode-ahead queued up to this offset
+};
+
+struct PrefetchStats {
+    uint64_t queued = 0;   // chunks queued for decode-ahead
+    uint64_t dropped = 0;  // not queued: queue full
+};
+
+class Prefetcher {
+public:
+    // `window` 0 or `workers` 0 disables decode-ahead. The window is capped
+    // at a quarter of the cache so decoding ahead cannot evict what readers
+    // are about to use.
+    Prefetcher(ptwm::ChunkCache& cache, unsigned workers, uint64_t window);
+    ~Prefetcher();
+    Prefetcher(const Prefetcher&) = delete;
+    Prefetcher& operator=(const Prefetcher&) = delete;
+
+    // Starts the worker threads. Separate from construction because the
+    // daemon forks when it detaches, and threads do not survive a fork.
+    void start();
+
+    // Called after each read of `store` through an open file.
+    void note_read(AccessPattern& pattern, const StoreFile& store, uint64_t offset, uint64_t length);
+
+    PrefetchStats stats() const;
+
+private:
+    struct Job {
+        const StoreFile* store;
+        size_t chunk;
+    };
+    void work();
+
+    ptwm::ChunkCache& cache_;
+    const unsigned worker_count_;
+    const uint64_t window_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<Job> jobs_;
+    bool stopping_ = false;
+    std::vector<std::thread> workers_;
+    std::atomic<uint64_t> queued_{0}, dropped_{0};
+};
+
+}  // namespace ptwmfs

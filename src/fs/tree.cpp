@@ -1,0 +1,206 @@
+#include "tree.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "log.hpp"
+#include "ptwm/error.hpp"
+
+namespace ptwmfs {
+namespace {
+
+constexpr std::string_view kStoreSuffix = ".ptwm";
+
+// One directory entry, classified, before name clashes are settled.
+struct Candidate {
+    std::string shown_name;
+    std::string disk_name;
+    struct stat attr {};
+    NodeKind kind = NodeKind::regular;
+    std::string link_target;
+    std::unique_ptr<ptwm::StoreReader> reader;
+    UniqueFd store_fd;
+};
+
+std::vector<std::string> list_directory(int dir_fd, const std::string& path) {
+    int fd = dup(dir_fd);
+    DIR* dir = fd < 0 ? nullptr : fdopendir(fd);
+    if (dir == nullptr) {
+        if (fd >= 0) close(fd);
+        ptwm::throw_errno(path, "cannot list directory");
+    }
+    std::vector<std::string> names;
+    while (dirent* entry = readdir(dir)) {
+        std::string_view name = entry->d_name;
+        if (name != "." && name != "..") names.emplace_back(name);
+    }
+    closedir(dir);
+    return names;
+}
+
+std::string read_link(int dir_fd, const std::string& name, size_t size_hint, const std::string& path) {
+    std::string target(std::max<size_t>(size_hint, 64) + 1, '\0');
+    for (;;) {
+        ssize_t n = readlinkat(dir_fd, name.c_str(), target.data(), target.size());
+        if (n < 0) ptwm::throw_errno(path, "cannot read symlink");
+        if (static_cast<size_t>(n) < target.size()) {
+            target.resize(static_cast<size_t>(n));
+            return target;
+        }
+        target.resize(target.size() * 2);
+    }
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+    return dir.empty() ? name : dir + "/" + name;
+}
+
+}  // namespace
+
+class Tree::Scanner {
+public:
+    explicit Scanner(Tree& tree) : tree_(tree) {}
+
+    void scan_directory(int dir_fd, fuse_ino_t dir_ino) {
+        const std::string dir_path = tree_.nodes_[dir_ino].disk_path;
+        std::vector<Candidate> candidates;
+        for (std::string& name : list_directory(dir_fd, full_path(dir_path))) {
+            const std::string disk_path = join(dir_path, name);
+            if (auto c = classify(dir_fd, disk_path, std::move(name))) {
+                candidates.push_back(std::move(*c));
+            }
+        }
+
+        // A store shadows a plain entry of the name it shows (X.ptwm over X).
+        std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+            if (a.shown_name != b.shown_name) return a.shown_name < b.shown_name;
+            return a.kind == NodeKind::store && b.kind != NodeKind::store;
+        });
+        std::vector<fuse_ino_t> children;
+        for (size_t i = 0; i < candidates.size(); ++i) {
+            if (i > 0 && candidates[i].shown_name == candidates[i - 1].shown_name) continue;
+            children.push_back(add_node(std::move(candidates[i]), dir_ino, dir_path));
+        }
+        tree_.nodes_[dir_ino].children = children;
+
+        for (fuse_ino_t child : children) {
+            if (tree_.nodes_[child].kind != NodeKind::directory) continue;
+            const std::string name = tree_.nodes_[child].name;  // directories keep their names
+            UniqueFd sub(openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            if (!sub) ptwm::throw_errno(full_path(tree_.nodes_[child].disk_path), "cannot open directory");
+            scan_directory(sub.get(), child);
+        }
+    }
+
+private:
+    std::string full_path(const std::string& disk_path) const {
+        return disk_path.empty() ? tree_.store_dir_ : tree_.store_dir_ + "/" + disk_path;
+    }
+
+    std::optional<Candidate> classify(int dir_fd, const std::string& disk_path, std::string name) {
+        Candidate c;
+        const std::string path = full_path(disk_path);
+        if (fstatat(dir_fd, name.c_str(), &c.attr, AT_SYMLINK_NOFOLLOW) != 0) {
+            log_error("%s: cannot stat, left out: %s", path.c_str(), strerror(errno));
+            return std::nullopt;
+        }
+        c.shown_name = name;
+        if (S_ISDIR(c.attr.st_mode)) {
+            c.kind = NodeKind::directory;
+        } else if (S_ISLNK(c.attr.st_mode)) {
+            c.kind = NodeKind::symlink;
+            c.link_target = read_link(dir_fd, name, static_cast<size_t>(c.attr.st_size), path);
+        } else if (S_ISREG(c.attr.st_mode)) {
+            c.kind = NodeKind::regular;
+            if (name.size() > kStoreSuffix.size() && name.ends_with(kStoreSuffix)) open_store(dir_fd, name, path, c);
+        } else {
+            log_error("%s: not a regular file, directory or symlink, left out", path.c_str());
+            return std::nullopt;
+        }
+        c.disk_name = std::move(name);
+        return c;
+    }
+
+    static void open_store(int dir_fd, const std::string& name, const std::string& path, Candidate& c) {
+        try {
+            UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+            if (!fd) ptwm::throw_errno(path, "cannot open");
+            c.reader = ptwm::StoreReader::open(path);
+            c.store_fd = std::move(fd);
+            c.kind = NodeKind::store;
+            c.shown_name = name.substr(0, name.size() - kStoreSuffix.size());
+            c.attr.st_size = static_cast<off_t>(c.reader->original_size());
+            c.attr.st_blocks = static_cast<blkcnt_t>((c.reader->original_size() + 511) / 512);
+        } catch (const std::exception& e) {
+            log_error("%s: not a usable store, shown as the plain file it is: %s", path.c_str(), e.what());
+        }
+    }
+
+    fuse_ino_t add_node(Candidate c, fuse_ino_t parent, const std::string& dir_path) {
+        const fuse_ino_t ino = tree_.nodes_.size();
+        Node& node = tree_.nodes_.emplace_back();
+        node.ino = ino;
+        node.parent = parent;
+        node.kind = c.kind;
+        node.name = std::move(c.shown_name);
+        node.disk_path = join(dir_path, c.disk_name);
+        node.attr = c.attr;
+        node.attr.st_ino = ino;
+        node.link_target = std::move(c.link_target);
+        if (c.reader) node.store = std::make_unique<StoreFile>(ino, std::move(c.reader), std::move(c.store_fd));
+        return ino;
+    }
+
+    Tree& tree_;
+};
+
+Tree Tree::scan(const std::string& store_dir) {
+    Tree tree;
+    tree.store_dir_ = store_dir;
+    tree.root_fd_ = UniqueFd(open(store_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!tree.root_fd_) ptwm::throw_errno(store_dir, "cannot open store directory");
+
+    tree.nodes_.emplace_back();  // inode 0 does not exist
+    Node& root = tree.nodes_.emplace_back();
+    root.ino = FUSE_ROOT_ID;
+    root.parent = FUSE_ROOT_ID;
+    root.kind = NodeKind::directory;
+    if (fstat(tree.root_fd_.get(), &root.attr) != 0) ptwm::throw_errno(store_dir, "cannot stat");
+    root.attr.st_ino = FUSE_ROOT_ID;
+
+    Scanner(tree).scan_directory(tree.root_fd_.get(), FUSE_ROOT_ID);
+    return tree;
+}
+
+const Node* Tree::node(fuse_ino_t ino) const {
+    return ino > 0 && ino < nodes_.size() ? &nodes_[ino] : nullptr;
+}
+
+const Node* Tree::lookup(const Node& dir, std::string_view name) const {
+    auto it = std::lower_bound(dir.children.begin(), dir.children.end(), name,
+                               [this](fuse_ino_t child, std::string_view n) { return nodes_[child].name < n; });
+    if (it == dir.children.end() || nodes_[*it].name != name) return nullptr;
+    return &nodes_[*it];
+}
+
+size_t Tree::store_count() const {
+    return static_cast<size_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.store != nullptr; }));
+}
+
+UniqueFd Tree::open_regular(const Node& node) const {
+    open_how how{};
+    how.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    long fd = syscall(SYS_openat2, root_fd_.get(), node.disk_path.c_str(), &how, sizeof how);
+    return UniqueFd(static_cast<int>(fd));
+}
+
+}  // namespace ptwmfs

@@ -1,0 +1,212 @@
+"""Shared helpers of the real-mount tests: building test data, packing,
+mounting ptwmfs (never leaving a mount behind) and reading store layouts.
+
+The paths of the built executables come from the environment:
+PTWMFS (the daemon), PTWMFS_TOOL (ptwmfs-tool), PTWMFS_SOURCE_ROOT (the repo).
+"""
+import hashlib
+import json
+import mmap
+import os
+import select
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+SOURCE_ROOT = os.environ.get("PTWMFS_SOURCE_ROOT",
+                             os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "data"))
+import make_model  # noqa: E402  (tests/data/make_model.py)
+
+PAGE = 4096
+STATS_XATTR = "user.ptwmfs.stats"
+
+
+def executable(variable):
+    path = os.environ.get(variable)
+    if not path or not os.access(path, os.X_OK):
+        raise RuntimeError(f"set {variable} to the built executable (meson test does)")
+    return path
+
+
+def corpus_dir():
+    """<repo>/../shared/corpus, or None when this checkout has none."""
+    path = os.path.normpath(os.path.join(SOURCE_ROOT, "..", "shared", "corpus"))
+    return path if os.path.isdir(path) else None
+
+
+def pack(src, dst):
+    subprocess.run([executable("PTWMFS_TOOL"), "pack", src, dst], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def make_packed_model(workdir, scale=4):
+    """A generated model directory and its packed store directory."""
+    original = os.path.join(workdir, "model")
+    store = os.path.join(workdir, "store")
+    make_model.make_model(original, seed=scale, scale=scale)
+    pack(original, store)
+    return original, store
+
+
+class Mount:
+    """`with Mount(store_dir, "cache_size=1M") as m:` mounts with -f and
+    auto_unmount, waits for the ready_fd byte, and on exit unmounts (lazily
+    if need be) and reaps the daemon; m.log() is its stderr."""
+
+    def __init__(self, store_dir, options=""):
+        self.store_dir = store_dir
+        self.options = options
+        self.path = None
+        self.process = None
+        self._log_file = None
+
+    def __enter__(self):
+        self.path = tempfile.mkdtemp(prefix="ptwmfs-mnt-")
+        self._log_file = tempfile.TemporaryFile()
+        read_end, write_end = os.pipe()
+        opts = f"auto_unmount,ready_fd={write_end}" + (f",{self.options}" if self.options else "")
+        try:
+            self.process = subprocess.Popen([executable("PTWMFS"), self.store_dir, self.path, "-f", "-o", opts],
+                                            pass_fds=(write_end,), stdout=self._log_file, stderr=self._log_file)
+            os.close(write_end)
+            write_end = -1
+            ready, _, _ = select.select([read_end], [], [], 60)
+            if not ready or os.read(read_end, 1) != b"1":
+                raise RuntimeError(f"ptwmfs did not become ready:\n{self.log()}")
+        except BaseException:
+            self._teardown()
+            raise
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
+        return self
+
+    def __exit__(self, *exc):
+        self._teardown()
+        return False
+
+    def _teardown(self):
+        if self.path and os.path.ismount(self.path):
+            if subprocess.run(["fusermount3", "-u", self.path], stderr=subprocess.DEVNULL).returncode != 0:
+                subprocess.run(["umount", "-l", self.path], stderr=subprocess.DEVNULL)
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.path and not os.path.ismount(self.path):
+            os.rmdir(self.path)
+
+    def __truediv__(self, relative):
+        return os.path.join(self.path, relative)
+
+    def stats(self):
+        return json.loads(os.getxattr(self.path, STATS_XATTR))
+
+    def log(self):
+        self._log_file.seek(0)
+        return self._log_file.read().decode(errors="replace")
+
+
+def sha256_read(path, block=1 << 20):
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_mmap(path, private=False):
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return hashlib.sha256().hexdigest()
+        flags = mmap.MAP_PRIVATE if private else mmap.MAP_SHARED
+        with mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ) as m:
+            return hashlib.sha256(m).hexdigest()
+
+
+def regular_files(root):
+    """Relative paths of the regular files under root (symlinks excluded)."""
+    found = []
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                found.append(os.path.relpath(path, root))
+    return sorted(found)
+
+
+def safetensors_tensors(path):
+    """{name: (dtype, shape, begin, end)} with absolute file offsets."""
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+    header.pop("__metadata__", None)
+    data_begin = 8 + length
+    return {name: (t["dtype"], tuple(t["shape"]), data_begin + t["data_offsets"][0], data_begin + t["data_offsets"][1])
+            for name, t in header.items()}
+
+
+def store_chunks(store_path):
+    """The chunk index of a store (include/ptwm/store_format.hpp): a list of
+    dicts with original_offset, original_length, stored_offset, codecs and
+    payload_lengths, sorted by original offset."""
+    with open(store_path, "rb") as f:
+        superblock = f.read(96)
+        assert superblock[:8] == b"PTWMSTOR", store_path
+        index_offset, chunk_count = struct.unpack_from("<QQ", superblock, 48)
+        f.seek(index_offset)
+        index = f.read(chunk_count * 80)
+    chunks = []
+    for i in range(chunk_count):
+        entry = index[i * 80:(i + 1) * 80]
+        original_offset, stored_offset, _checksum, original_length, tensor = struct.unpack_from("<QQQII", entry, 0)
+        decomposition, plane_count = entry[32], entry[33]
+        chunks.append({
+            "original_offset": original_offset,
+            "original_length": original_length,
+            "stored_offset": stored_offset,
+            "tensor": tensor,
+            "raw": decomposition == 0 and entry[34] == 0,  # one plane, stored as it is
+            "payload_lengths": list(struct.unpack_from("<8I", entry, 48))[:plane_count],
+        })
+    return chunks
+
+
+def chunks_overlapping(chunks, begin, end):
+    return [c for c in chunks if c["original_offset"] < end and begin < c["original_offset"] + c["original_length"]]
+
+
+class TempDir:
+    """A temporary directory removed at exit even when read-only files
+    (such as a packed copy of the read-only corpus) are inside."""
+
+    def __enter__(self):
+        self.path = tempfile.mkdtemp(prefix="ptwmfs-test-")
+        return self.path
+
+    def __exit__(self, *exc):
+        for dirpath, dirnames, _ in os.walk(self.path):
+            for name in dirnames:
+                path = os.path.join(dirpath, name)
+                if not os.path.islink(path):
+                    os.chmod(path, 0o755)
+        os.chmod(self.path, 0o755)
+        shutil.rmtree(self.path)
+        return False
+
+
+def wait_for(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -1,0 +1,146 @@
+#include "ptwm/chunk_cache.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <latch>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using ptwm::ChunkCache;
+using ptwm::ChunkKey;
+using ptwm::ChunkPtr;
+
+// A decoder that fills the chunk with one byte and counts its calls.
+struct CountingDecoder {
+    std::atomic<int> calls{0};
+    ChunkCache::Decoder fill(uint8_t value) {
+        return [this, value](std::span<uint8_t> out) {
+            ++calls;
+            std::fill(out.begin(), out.end(), value);
+        };
+    }
+};
+
+TEST(ChunkCache, HitAfterMissReturnsSameBytes) {
+    ChunkCache cache(1000);
+    CountingDecoder decoder;
+    ChunkPtr first = cache.get({1, 7}, 100, decoder.fill(42));
+    ChunkPtr second = cache.get({1, 7}, 100, decoder.fill(99));
+    EXPECT_EQ(first, second);
+    EXPECT_EQ(decoder.calls, 1);
+    ASSERT_EQ(second->size(), 100u);
+    EXPECT_EQ(second->bytes()[0], 42);
+    auto s = cache.stats();
+    EXPECT_EQ(s.misses, 1u);
+    EXPECT_EQ(s.hits, 1u);
+    EXPECT_EQ(s.bytes_decoded, 100u);
+    EXPECT_EQ(s.cached_bytes, 100u);
+}
+
+TEST(ChunkCache, KeysDifferingInStoreAreDistinct) {
+    ChunkCache cache(1000);
+    CountingDecoder decoder;
+    cache.get({1, 0}, 10, decoder.fill(1));
+    ChunkPtr other = cache.get({2, 0}, 10, decoder.fill(2));
+    EXPECT_EQ(decoder.calls, 2);
+    EXPECT_EQ(other->bytes()[0], 2);
+}
+
+TEST(ChunkCache, EvictsLeastRecentlyUsedByBytes) {
+    ChunkCache cache(300);
+    CountingDecoder decoder;
+    cache.get({0, 0}, 100, decoder.fill(0));
+    cache.get({0, 1}, 100, decoder.fill(1));
+    cache.get({0, 2}, 100, decoder.fill(2));
+    cache.get({0, 0}, 100, decoder.fill(0));  // touch 0: 1 is now the oldest
+    ChunkPtr held = cache.get({0, 1}, 100, decoder.fill(1));
+    EXPECT_EQ(cache.stats().evictions, 0u);
+
+    cache.get({0, 3}, 150, decoder.fill(3));  // needs 150 more: evicts 2 and 0
+    auto s = cache.stats();
+    EXPECT_EQ(s.evictions, 2u);
+    EXPECT_LE(s.cached_bytes, 300u);
+    EXPECT_TRUE(cache.contains({0, 1}));
+    EXPECT_TRUE(cache.contains({0, 3}));
+    EXPECT_FALSE(cache.contains({0, 0}));
+    EXPECT_FALSE(cache.contains({0, 2}));
+}
+
+TEST(ChunkCache, EvictedChunkStaysAliveWhileHeld) {
+    ChunkCache cache(100);
+    CountingDecoder decoder;
+    ChunkPtr held = cache.get({0, 0}, 100, decoder.fill(5));
+    cache.get({0, 1}, 100, decoder.fill(6));
+    EXPECT_FALSE(cache.contains({0, 0}));
+    EXPECT_EQ(held->bytes()[99], 5);
+}
+
+TEST(ChunkCache, ChunkLargerThanCapacityIsServedNotKept) {
+    ChunkCache cache(50);
+    CountingDecoder decoder;
+    ChunkPtr big = cache.get({0, 0}, 80, decoder.fill(3));
+    EXPECT_EQ(big->size(), 80u);
+    cache.get({0, 1}, 10, decoder.fill(4));
+    EXPECT_FALSE(cache.contains({0, 0}));
+    EXPECT_LE(cache.stats().cached_bytes, 50u);
+}
+
+TEST(ChunkCache, ConcurrentRequestsMergeIntoOneDecode) {
+    ChunkCache cache(1 << 20);
+    constexpr int kThreads = 8;
+    std::atomic<int> calls{0};
+    std::latch decode_started(1);
+    std::latch all_waiting(kThreads - 1);
+    auto slow_decode = [&](std::span<uint8_t> out) {
+        ++calls;
+        decode_started.count_down();
+        // Hold the decode until every other thread has asked for the key.
+        all_waiting.wait();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::fill(out.begin(), out.end(), 7);
+    };
+
+    std::vector<ChunkPtr> results(kThreads);
+    std::vector<std::thread> threads;
+    threads.emplace_back([&] { results[0] = cache.get({3, 3}, 4096, slow_decode); });
+    decode_started.wait();
+    for (int t = 1; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            all_waiting.count_down();
+            results[t] = cache.get({3, 3}, 4096, slow_decode);
+        });
+    }
+    for (auto& th : threads) th.join();
+
+    EXPECT_EQ(calls, 1);
+    for (const auto& r : results) {
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r, results[0]);
+        EXPECT_EQ(r->bytes()[4095], 7);
+    }
+    auto s = cache.stats();
+    EXPECT_EQ(s.misses, 1u);
+    EXPECT_EQ(s.hits + s.merged_waits, static_cast<uint64_t>(kThreads - 1));
+}
+
+TEST(ChunkCache, FailedDecodeReachesWaitersAndIsNotCached) {
+    ChunkCache cache(1000);
+    auto failing = [](std::span<uint8_t>) { throw std::runtime_error("bad checksum"); };
+    EXPECT_THROW(cache.get({0, 0}, 10, failing), std::runtime_error);
+    EXPECT_FALSE(cache.contains({0, 0}));
+    EXPECT_EQ(cache.stats().cached_bytes, 0u);
+    EXPECT_EQ(cache.stats().decode_failures, 1u);
+
+    CountingDecoder decoder;
+    ChunkPtr retried = cache.get({0, 0}, 10, decoder.fill(1));
+    EXPECT_EQ(decoder.calls, 1);
+    EXPECT_EQ(retried->bytes()[0], 1);
+}
+
+}  // namespace
