@@ -2,15 +2,18 @@
 // little-endian. man/ptwmfs-store.5 describes it for independent readers;
 // keep the two in step.
 //
-//   superblock   96 bytes at offset 0
-//   prefix       the original file's header bytes, verbatim
+//   superblock   128 bytes at offset 0
+//   prefix       section: the original file's header bytes (raw or one zstd frame)
 //   chunk data   per chunk, its planes' payloads back to back
-//   index        chunk_count entries of 80 bytes, sorted by original offset
+//   index        section: chunk_count entries of 80 bytes, sorted by original
+//                offset (raw or one zstd frame)
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "ptwm/codec.hpp"
 #include "ptwm/decomposition.hpp"
@@ -19,20 +22,27 @@ namespace ptwm {
 
 inline constexpr std::array<uint8_t, 8> kStoreMagic = {'P', 'T', 'W', 'M', 'S', 'T', 'O', 'R'};
 inline constexpr uint32_t kStoreVersion = 1;
-inline constexpr size_t kSuperblockBytes = 96;
+inline constexpr size_t kSuperblockBytes = 128;
 inline constexpr size_t kChunkEntryBytes = 80;
 inline constexpr uint32_t kNoTensor = 0xFFFFFFFFu;
+
+// A metadata region of the store, kept compressed when that is smaller
+// (safetensors headers are JSON and shrink several times over).
+struct Section {
+    uint64_t offset = 0;          // in the store
+    uint64_t stored_length = 0;   // bytes in the store
+    uint64_t length = 0;          // bytes once decoded
+    uint64_t checksum = 0;        // XXH3-64 of the decoded bytes
+    Codec codec = Codec::raw;     // raw or zstd
+};
 
 struct Superblock {
     uint32_t version = kStoreVersion;
     uint32_t flags = 0;
-    uint64_t original_size = 0;    // size of the original safetensors file
-    uint64_t prefix_offset = 0;    // where the verbatim header bytes are in the store
-    uint64_t prefix_length = 0;    // = offset of the data section in the original
-    uint64_t prefix_checksum = 0;  // XXH3-64 of the prefix bytes
-    uint64_t index_offset = 0;
+    uint64_t original_size = 0;  // size of the original safetensors file
     uint64_t chunk_count = 0;
-    uint64_t index_checksum = 0;   // XXH3-64 of the chunk_count * 80 index bytes
+    Section prefix;              // decoded: original bytes [0, length) = 8-byte length + JSON header
+    Section index;               // decoded: chunk_count * 80 bytes
 };
 
 struct ChunkEntry {
@@ -48,6 +58,13 @@ struct ChunkEntry {
 
     uint64_t stored_length() const;  // sum of payload lengths
 };
+
+// Encode a section's bytes with the smaller of raw and zstd.
+std::vector<uint8_t> encode_section(std::span<const uint8_t> bytes, Section& section);
+// Read back what encode_section made; throws Error naming `what` and `name`
+// (such as "chunk index") when it does not decode to its length and checksum.
+std::vector<uint8_t> decode_section(std::span<const uint8_t> stored, const Section& section, const std::string& what,
+                                    const char* name);
 
 void encode_superblock(const Superblock& sb, std::span<uint8_t, kSuperblockBytes> out);
 // Throws Error (naming `what`) on wrong magic, unknown version or a bad checksum.

@@ -27,7 +27,18 @@ uint64_t get_u64(const uint8_t* p) {
     return v;
 }
 
-constexpr size_t kSuperblockChecksumAt = 88;
+constexpr size_t kSuperblockChecksumAt = kSuperblockBytes - 8;
+constexpr int kSectionZstdLevel = 19;  // metadata is small and decoded once per open
+
+void put_section(uint8_t* p, const Section& s) {
+    put_u64(p + 0, s.offset);
+    put_u64(p + 8, s.stored_length);
+    put_u64(p + 16, s.length);
+    put_u64(p + 24, s.checksum);
+}
+Section get_section(const uint8_t* p, uint8_t codec) {
+    return {get_u64(p + 0), get_u64(p + 8), get_u64(p + 16), get_u64(p + 24), static_cast<Codec>(codec)};
+}
 
 }  // namespace
 
@@ -37,6 +48,33 @@ uint64_t ChunkEntry::stored_length() const {
     return total;
 }
 
+std::vector<uint8_t> encode_section(std::span<const uint8_t> bytes, Section& section) {
+    section.length = bytes.size();
+    section.checksum = XXH3_64bits(bytes.data(), bytes.size());
+    std::vector<uint8_t> zstd = encode_with(Codec::zstd, bytes, kSectionZstdLevel);
+    if (zstd.size() < bytes.size()) {
+        section.codec = Codec::zstd;
+        section.stored_length = zstd.size();
+        return zstd;
+    }
+    section.codec = Codec::raw;
+    section.stored_length = bytes.size();
+    return {bytes.begin(), bytes.end()};
+}
+
+std::vector<uint8_t> decode_section(std::span<const uint8_t> stored, const Section& section, const std::string& what,
+                                    const char* name) {
+    std::vector<uint8_t> out(section.length);
+    try {
+        decode_plane(section.codec, stored, out);
+    } catch (const CorruptData& e) {
+        throw Error(what + ": the " + name + " is damaged: " + e.what());
+    }
+    if (XXH3_64bits(out.data(), out.size()) != section.checksum)
+        throw Error(what + ": the " + name + " is damaged (checksum mismatch)");
+    return out;
+}
+
 void encode_superblock(const Superblock& sb, std::span<uint8_t, kSuperblockBytes> out) {
     uint8_t* p = out.data();
     std::memset(p, 0, kSuperblockBytes);
@@ -44,12 +82,11 @@ void encode_superblock(const Superblock& sb, std::span<uint8_t, kSuperblockBytes
     put_u32(p + 8, sb.version);
     put_u32(p + 12, sb.flags);
     put_u64(p + 16, sb.original_size);
-    put_u64(p + 24, sb.prefix_offset);
-    put_u64(p + 32, sb.prefix_length);
-    put_u64(p + 40, sb.prefix_checksum);
-    put_u64(p + 48, sb.index_offset);
-    put_u64(p + 56, sb.chunk_count);
-    put_u64(p + 64, sb.index_checksum);
+    put_u64(p + 24, sb.chunk_count);
+    put_section(p + 32, sb.prefix);
+    put_section(p + 64, sb.index);
+    p[96] = static_cast<uint8_t>(sb.prefix.codec);
+    p[97] = static_cast<uint8_t>(sb.index.codec);
     put_u64(p + kSuperblockChecksumAt, XXH3_64bits(p, kSuperblockChecksumAt));
 }
 
@@ -63,16 +100,17 @@ Superblock decode_superblock(std::span<const uint8_t, kSuperblockBytes> in, cons
         throw Error(what + ": store format version " + std::to_string(sb.version) + " is not supported (this build reads version " +
                     std::to_string(kStoreVersion) + ")");
     if (get_u64(p + kSuperblockChecksumAt) != XXH3_64bits(p, kSuperblockChecksumAt))
-        throw Error(what + ": superblock checksum mismatch (the store's first 96 bytes are damaged)");
+        throw Error(what + ": superblock checksum mismatch (the store's first " + std::to_string(kSuperblockBytes) +
+                    " bytes are damaged)");
     sb.flags = get_u32(p + 12);
     sb.original_size = get_u64(p + 16);
-    sb.prefix_offset = get_u64(p + 24);
-    sb.prefix_length = get_u64(p + 32);
-    sb.prefix_checksum = get_u64(p + 40);
-    sb.index_offset = get_u64(p + 48);
-    sb.chunk_count = get_u64(p + 56);
-    sb.index_checksum = get_u64(p + 64);
+    sb.chunk_count = get_u64(p + 24);
+    sb.prefix = get_section(p + 32, p[96]);
+    sb.index = get_section(p + 64, p[97]);
     if (sb.flags != 0) throw Error(what + ": unknown superblock flags " + std::to_string(sb.flags));
+    for (const Section* s : {&sb.prefix, &sb.index})
+        if (s->codec != Codec::raw && s->codec != Codec::zstd)
+            throw Error(what + ": unknown section codec id " + std::to_string(static_cast<int>(s->codec)));
     return sb;
 }
 

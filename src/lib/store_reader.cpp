@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -58,39 +57,38 @@ std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
     r->sb_ = decode_superblock(super, path);
     const Superblock& sb = r->sb_;
 
-    auto check_extent = [&](uint64_t offset, uint64_t length, const char* section) {
-        if (offset > r->file_size_ || length > r->file_size_ - offset)
-            throw Error(path + ": truncated or damaged: the " + section + " (" + std::to_string(length) + " bytes at offset " +
-                        std::to_string(offset) + ") lies past the end of the store (" + std::to_string(r->file_size_) +
-                        " bytes)");
+    auto read_section = [&](const Section& section, const char* name) {
+        if (section.offset < kSuperblockBytes || section.offset > r->file_size_ ||
+            section.stored_length > r->file_size_ - section.offset)
+            throw Error(path + ": truncated or damaged: the " + name + " (" + std::to_string(section.stored_length) +
+                        " bytes at offset " + std::to_string(section.offset) + ") lies outside the store (" +
+                        std::to_string(r->file_size_) + " bytes)");
+        std::vector<uint8_t> stored(section.stored_length);
+        f.read_exact(section.offset, stored);
+        return decode_section(stored, section, path, name);
     };
-    check_extent(sb.prefix_offset, sb.prefix_length, "safetensors header");
-    if (sb.prefix_offset < kSuperblockBytes) throw Error(path + ": the safetensors header overlaps the superblock");
-    if (sb.chunk_count > r->file_size_ / kChunkEntryBytes)
-        throw Error(path + ": truncated or damaged: the index claims " + std::to_string(sb.chunk_count) + " chunks");
-    check_extent(sb.index_offset, sb.chunk_count * kChunkEntryBytes, "chunk index");
-
-    std::vector<uint8_t> prefix(sb.prefix_length);
-    f.read_exact(sb.prefix_offset, prefix);
-    if (XXH3_64bits(prefix.data(), prefix.size()) != sb.prefix_checksum)
-        throw Error(path + ": the stored safetensors header is damaged (checksum mismatch)");
+    // Bounds before allocating what the superblock claims.
+    if (sb.prefix.length < 8 || sb.prefix.length > 8 + kMaxHeaderBytes || sb.prefix.length > sb.original_size)
+        throw Error(path + ": damaged: the safetensors header length " + std::to_string(sb.prefix.length) +
+                    " is out of bounds");
+    // Every chunk stores at least one byte, so there cannot be more chunks than store bytes.
+    if (sb.chunk_count > r->file_size_ || sb.index.length != sb.chunk_count * kChunkEntryBytes)
+        throw Error(path + ": damaged: the index claims " + std::to_string(sb.chunk_count) + " chunks in " +
+                    std::to_string(sb.index.length) + " bytes");
+    const std::vector<uint8_t> prefix = read_section(sb.prefix, "safetensors header");
     r->header_ = parse_safetensors(prefix, sb.original_size, path + " (stored header)");
+    const std::vector<uint8_t> index = read_section(sb.index, "chunk index");
 
-    std::vector<uint8_t> index(sb.chunk_count * kChunkEntryBytes);
-    f.read_exact(sb.index_offset, index);
-    if (XXH3_64bits(index.data(), index.size()) != sb.index_checksum)
-        throw Error(path + ": the chunk index is damaged (checksum mismatch)");
-
-    const uint64_t data_begin = sb.prefix_length, data_end = sb.original_size;
-    const uint64_t payload_begin = sb.prefix_offset + sb.prefix_length;
+    const uint64_t data_begin = sb.prefix.length, data_end = sb.original_size;
+    const uint64_t payload_begin = sb.prefix.offset + sb.prefix.stored_length;
     uint64_t expected_offset = data_begin, stored_end = payload_begin;
     r->chunks_.reserve(sb.chunk_count);
     for (size_t i = 0; i < sb.chunk_count; ++i) {
         const ChunkEntry e = decode_chunk_entry(
             std::span<const uint8_t, kChunkEntryBytes>(index.data() + i * kChunkEntryBytes, kChunkEntryBytes));
         validate_entry(e, i, expected_offset, data_end, r->header_, path);
-        if (e.stored_offset < stored_end || e.stored_offset > sb.index_offset ||
-            e.stored_length() > sb.index_offset - e.stored_offset)
+        if (e.stored_offset < stored_end || e.stored_offset > sb.index.offset ||
+            e.stored_length() > sb.index.offset - e.stored_offset)
             throw Error(path + ": index entry " + std::to_string(i) + ": its payload (" + std::to_string(e.stored_length()) +
                         " bytes at " + std::to_string(e.stored_offset) +
                         ") overlaps another chunk or lies outside the chunk data");

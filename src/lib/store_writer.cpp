@@ -1,7 +1,5 @@
 #include "ptwm/store_writer.hpp"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -67,11 +65,9 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
     AtomicOutput out(dst);
     Superblock sb;
     sb.original_size = original_size;
-    sb.prefix_offset = kSuperblockBytes;
-    sb.prefix_length = header.prefix.size();
-    sb.prefix_checksum = XXH3_64bits(header.prefix.data(), header.prefix.size());
-    out.write_at(sb.prefix_offset, header.prefix);
-    uint64_t stored_at = sb.prefix_offset + sb.prefix_length;
+    sb.prefix.offset = kSuperblockBytes;
+    out.write_at(sb.prefix.offset, encode_section(header.prefix, sb.prefix));
+    uint64_t stored_at = sb.prefix.offset + sb.prefix.stored_length;
 
     std::vector<uint8_t> index(plan.size() * kChunkEntryBytes);
     std::vector<uint8_t> input;
@@ -107,15 +103,14 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
         if (opt.progress) opt.progress(end, original_size);
     }
 
-    sb.index_offset = stored_at;
     sb.chunk_count = plan.size();
-    sb.index_checksum = XXH3_64bits(index.data(), index.size());
-    out.write_at(sb.index_offset, index);
+    sb.index.offset = stored_at;
+    out.write_at(sb.index.offset, encode_section(index, sb.index));
     std::array<uint8_t, kSuperblockBytes> super{};
     encode_superblock(sb, super);
     out.write_at(0, super);
     out.commit();
-    return {original_size, sb.index_offset + index.size(), plan.size()};
+    return {original_size, sb.index.offset + sb.index.stored_length, plan.size()};
 }
 
 }  // namespace ptwm
