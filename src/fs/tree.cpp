@@ -85,9 +85,9 @@ public:
             return a.kind == NodeKind::store && b.kind != NodeKind::store;
         });
         std::vector<fuse_ino_t> children;
-        for (size_t i = 0; i < candidates.size(); ++i) {
-            if (i > 0 && candidates[i].shown_name == candidates[i - 1].shown_name) continue;
-            children.push_back(add_node(std::move(candidates[i]), dir_ino, dir_path));
+        for (Candidate& c : candidates) {
+            if (!children.empty() && tree_.nodes_[children.back()].name == c.shown_name) continue;
+            children.push_back(add_node(std::move(c), dir_ino, dir_path));
         }
         tree_.nodes_[dir_ino].children = children;
 

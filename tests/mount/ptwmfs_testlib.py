@@ -2,7 +2,8 @@
 mounting ptwmfs (never leaving a mount behind) and reading store layouts.
 
 The paths of the built executables come from the environment:
-PTWMFS (the daemon), PTWMFS_TOOL (ptwmfs-tool), PTWMFS_SOURCE_ROOT (the repo).
+PTWMFS (the daemon), PTWMFS_TOOL (ptwmfs-tool), PTWMFS_STORE_LAYOUT
+(tests/mount/store_layout.cpp) and PTWMFS_SOURCE_ROOT (the repo).
 """
 import hashlib
 import json
@@ -14,7 +15,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 SOURCE_ROOT = os.environ.get("PTWMFS_SOURCE_ROOT",
                              os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -63,6 +63,7 @@ class Mount:
         self.path = None
         self.process = None
         self._log_file = None
+        self._log_text = ""
 
     def __enter__(self):
         self.path = tempfile.mkdtemp(prefix="ptwmfs-mnt-")
@@ -102,6 +103,10 @@ class Mount:
                 self.process.wait()
         if self.path and not os.path.ismount(self.path):
             os.rmdir(self.path)
+        if self._log_file is not None:
+            self._log_text = self.log()
+            self._log_file.close()
+            self._log_file = None
 
     def __truediv__(self, relative):
         return os.path.join(self.path, relative)
@@ -110,6 +115,9 @@ class Mount:
         return json.loads(os.getxattr(self.path, STATS_XATTR))
 
     def log(self):
+        """The daemon's stderr so far (all of it once unmounted)."""
+        if self._log_file is None:
+            return self._log_text
         self._log_file.seek(0)
         return self._log_file.read().decode(errors="replace")
 
@@ -155,29 +163,11 @@ def safetensors_tensors(path):
 
 
 def store_chunks(store_path):
-    """The chunk index of a store (include/ptwm/store_format.hpp): a list of
-    dicts with original_offset, original_length, stored_offset, codecs and
-    payload_lengths, sorted by original offset."""
-    with open(store_path, "rb") as f:
-        superblock = f.read(96)
-        assert superblock[:8] == b"PTWMSTOR", store_path
-        index_offset, chunk_count = struct.unpack_from("<QQ", superblock, 48)
-        f.seek(index_offset)
-        index = f.read(chunk_count * 80)
-    chunks = []
-    for i in range(chunk_count):
-        entry = index[i * 80:(i + 1) * 80]
-        original_offset, stored_offset, _checksum, original_length, tensor = struct.unpack_from("<QQQII", entry, 0)
-        decomposition, plane_count = entry[32], entry[33]
-        chunks.append({
-            "original_offset": original_offset,
-            "original_length": original_length,
-            "stored_offset": stored_offset,
-            "tensor": tensor,
-            "raw": decomposition == 0 and entry[34] == 0,  # one plane, stored as it is
-            "payload_lengths": list(struct.unpack_from("<8I", entry, 48))[:plane_count],
-        })
-    return chunks
+    """A store's chunk table, sorted by original offset: dicts with
+    original_offset, original_length, stored_offset, payload_lengths (per
+    plane, back to back from stored_offset), tensor and raw."""
+    result = subprocess.run([executable("PTWMFS_STORE_LAYOUT"), store_path], check=True, capture_output=True)
+    return json.loads(result.stdout)["chunks"]
 
 
 def chunks_overlapping(chunks, begin, end):
@@ -202,11 +192,3 @@ class TempDir:
         shutil.rmtree(self.path)
         return False
 
-
-def wait_for(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
