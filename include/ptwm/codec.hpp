@@ -19,6 +19,7 @@ enum class Codec : uint8_t {
     zstd = 2,       // payload = one zstd frame
     rans0 = 3,      // order-0 rANS, 32 interleaved states (htscodecs rANS Nx16)
     rans1 = 4,      // order-1 rANS (context = previous byte), for scale tensors
+    adaptive = 5,   // adaptive binary range coder: no table to store, for small planes
 };
 
 bool is_known(Codec c);

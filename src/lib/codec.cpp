@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ptwm/adaptive_coder.hpp"
 #include "ptwm/error.hpp"
 
 namespace ptwm {
@@ -23,6 +24,9 @@ constexpr size_t kRansX32Min = 16u << 10;
 // beats the order-0 bound by this factor gets a full zstd attempt.
 constexpr size_t kZstdSample = 16u << 10;
 constexpr double kZstdSampleWin = 0.9;
+// The adaptive coder decodes at tens of MB/s: it is only tried on planes this
+// small, where a static coder's table is a large share of the output.
+constexpr size_t kAdaptiveMax = 64u << 10;
 
 int zstd_level_for(int level) {
     static constexpr std::array<int, 10> kMap = {1, 1, 1, 3, 5, 7, 9, 12, 16, 19};
@@ -61,7 +65,7 @@ bool all_equal(std::span<const uint8_t> plane) {
 
 }  // namespace
 
-bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::rans1); }
+bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::adaptive); }
 
 std::string_view name(Codec c) {
     switch (c) {
@@ -70,6 +74,7 @@ std::string_view name(Codec c) {
         case Codec::zstd: return "zstd";
         case Codec::rans0: return "rans0";
         case Codec::rans1: return "rans1";
+        case Codec::adaptive: return "adaptive";
     }
     return "unknown";
 }
@@ -114,6 +119,7 @@ std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zs
         case Codec::zstd: return zstd_encode(plane, zstd_level);
         case Codec::rans0:
         case Codec::rans1: return rans_encode(c, plane);
+        case Codec::adaptive: return adaptive::encode_bytes(plane, 0);
     }
     throw Error("unknown codec " + std::to_string(static_cast<int>(c)));
 }
@@ -151,6 +157,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // scales; it decodes slower, so it is tried only where it may win big.
     if (opt.level >= 3 && bound_bytes < static_cast<double>(n) / 2 && (opt.level >= 7 || n <= (1u << 20)))
         consider(Codec::rans1, rans_encode(Codec::rans1, plane));
+    if (opt.level >= 2 && n <= kAdaptiveMax) consider(Codec::adaptive, adaptive::encode_bytes(plane, 0));
 
     if (best.codec == Codec::raw) best.payload.assign(plane.begin(), plane.end());
     return best;
@@ -186,6 +193,7 @@ void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> 
                 throw CorruptData("rANS plane does not decode to " + std::to_string(out.size()) + " bytes");
             return;
         }
+        case Codec::adaptive: adaptive::decode_bytes(payload, out); return;
     }
     throw CorruptData("unknown codec id " + std::to_string(static_cast<int>(c)));
 }

@@ -21,7 +21,7 @@ std::vector<uint8_t> skewed_bytes(size_t n, uint32_t seed) {
 TEST(Codec, EveryCodecRoundTrips) {
     for (size_t n : {1u, 100u, 5000u, 70000u}) {
         const auto plane = skewed_bytes(n, static_cast<uint32_t>(n));
-        for (Codec c : {Codec::raw, Codec::zstd, Codec::rans0, Codec::rans1}) {
+        for (Codec c : {Codec::raw, Codec::zstd, Codec::rans0, Codec::rans1, Codec::adaptive}) {
             const auto payload = encode_with(c, plane);
             std::vector<uint8_t> out(n);
             decode_plane(c, payload, out);
@@ -52,7 +52,7 @@ TEST(Codec, ContestPicksConstantRawAndEntropyCoderWhereEachBelongs) {
 
 TEST(Codec, DamagedPayloadIsCorruptDataOrWrongBytesNeverACrash) {
     const auto plane = skewed_bytes(50000, 9);
-    for (Codec c : {Codec::zstd, Codec::rans0, Codec::rans1}) {
+    for (Codec c : {Codec::zstd, Codec::rans0, Codec::rans1, Codec::adaptive}) {
         auto payload = encode_with(c, plane);
         std::vector<uint8_t> out(plane.size());
         payload.resize(payload.size() / 2);
@@ -90,6 +90,23 @@ TEST(ChunkCodec, ChecksumCatchesAFlippedBit) {
     decode_chunk_payload(c.entry, c.payload, out);
     c.payload[100] ^= 1;
     EXPECT_THROW(decode_chunk_payload(c.entry, c.payload, out), CorruptData);
+}
+
+TEST(Codec, AdaptiveCoderBeatsTheStaticTableOnSmallSkewedPlanes) {
+    // A block-scale-like plane: three values, 1.1 bits each, 1152 bytes.
+    std::mt19937 rng(5);
+    std::vector<uint8_t> plane(1152);
+    for (auto& b : plane) {
+        const unsigned r = rng() % 100;
+        b = r < 35 ? 120 : r < 97 ? 121 : 122;
+    }
+    const auto adaptive = encode_with(Codec::adaptive, plane);
+    EXPECT_LT(adaptive.size(), encode_with(Codec::rans0, plane).size());
+    EXPECT_LT(static_cast<double>(adaptive.size()), order0_bits(plane) / 8 * 1.1 + 12);
+    std::vector<uint8_t> out(plane.size());
+    decode_plane(Codec::adaptive, adaptive, out);
+    EXPECT_EQ(out, plane);
+    EXPECT_EQ(encode_plane(plane, {}).codec, Codec::adaptive);
 }
 
 }  // namespace

@@ -1,0 +1,180 @@
+#include "ptwm/adaptive_coder.hpp"
+
+#include <string>
+
+#include "ptwm/error.hpp"
+
+namespace ptwm::adaptive {
+namespace {
+
+constexpr unsigned kProbBits = 12;
+constexpr uint32_t kTop = 1u << 24;
+// Counts are halved past this total: old statistics fade, so the model
+// follows a plane whose distribution drifts along the tensor.
+constexpr uint32_t kCountLimit = 1024;
+
+// One binary decision's statistics. The probability is the Krichevsky-
+// Trofimov estimate (n0 + 1/2) / (n + 1): a node that always goes one way
+// costs about log2(n)/2 bits in all, which a fixed-rate update cannot
+// match on the skewed, mostly deterministic trees of small alphabets.
+struct Node {
+    uint16_t n0 = 0, n1 = 0;
+    uint32_t p0() const {
+        const uint32_t p = ((2u * n0 + 1) << kProbBits) / (2u * (n0 + n1) + 2);
+        return p < 1 ? 1 : p > (1u << kProbBits) - 1 ? (1u << kProbBits) - 1 : p;
+    }
+    void update(unsigned b) {
+        (b ? n1 : n0)++;
+        if (n0 + n1 > kCountLimit) n0 = static_cast<uint16_t>((n0 + 1) / 2), n1 = static_cast<uint16_t>((n1 + 1) / 2);
+    }
+};
+
+class Encoder {
+public:
+    void bit(Node& node, unsigned b) {
+        const uint32_t bound = (range_ >> kProbBits) * node.p0();
+        if (b == 0) {
+            range_ = bound;
+        } else {
+            low_ += bound;
+            range_ -= bound;
+        }
+        node.update(b);
+        while (range_ < kTop) {
+            range_ <<= 8;
+            shift_low();
+        }
+    }
+    std::vector<uint8_t> finish(std::vector<uint8_t> out) {
+        for (int i = 0; i < 5; ++i) shift_low();
+        out.insert(out.end(), bytes_.begin(), bytes_.end());
+        return out;
+    }
+
+private:
+    // Carry propagation: a byte is held back (cache_) until it is known
+    // whether a later carry will increment it.
+    void shift_low() {
+        if (static_cast<uint32_t>(low_) < 0xFF000000u || (low_ >> 32) != 0) {
+            const auto carry = static_cast<uint8_t>(low_ >> 32);
+            uint8_t temp = cache_;
+            do {
+                bytes_.push_back(static_cast<uint8_t>(temp + carry));
+                temp = 0xFF;
+            } while (--pending_ != 0);
+            cache_ = static_cast<uint8_t>(low_ >> 24);
+        }
+        ++pending_;
+        low_ = (low_ & 0x00FFFFFFu) << 8;
+    }
+
+    uint64_t low_ = 0;
+    uint32_t range_ = 0xFFFFFFFFu;
+    uint8_t cache_ = 0;
+    uint64_t pending_ = 1;
+    std::vector<uint8_t> bytes_;
+};
+
+class Decoder {
+public:
+    explicit Decoder(std::span<const uint8_t> in) : in_(in) {
+        for (int i = 0; i < 5; ++i) code_ = (code_ << 8) | next();
+    }
+    unsigned bit(Node& node) {
+        const uint32_t bound = (range_ >> kProbBits) * node.p0();
+        unsigned b;
+        if (code_ < bound) {
+            range_ = bound;
+            b = 0;
+        } else {
+            code_ -= bound;
+            range_ -= bound;
+            b = 1;
+        }
+        node.update(b);
+        while (range_ < kTop) {
+            range_ <<= 8;
+            code_ = (code_ << 8) | next();
+        }
+        return b;
+    }
+
+private:
+    // Past the end reads zeros: a damaged payload decodes to wrong bytes,
+    // never reads out of bounds.
+    uint32_t next() { return at_ < in_.size() ? in_[at_++] : 0; }
+    std::span<const uint8_t> in_;
+    size_t at_ = 0;
+    uint32_t code_ = 0;
+    uint32_t range_ = 0xFFFFFFFFu;
+};
+
+// One bit tree of `Bits` levels: node 1 is the root, node m's children are 2m and 2m+1.
+template <unsigned Bits>
+struct BitTree {
+    Node p[1u << Bits];
+    void encode(Encoder& e, unsigned sym) {
+        unsigned m = 1;
+        for (int i = Bits - 1; i >= 0; --i) {
+            const unsigned b = (sym >> i) & 1;
+            e.bit(p[m], b);
+            m = (m << 1) | b;
+        }
+    }
+    unsigned decode(Decoder& d) {
+        unsigned m = 1;
+        for (unsigned i = 0; i < Bits; ++i) m = (m << 1) | d.bit(p[m]);
+        return m - (1u << Bits);
+    }
+};
+
+}  // namespace
+
+std::vector<uint8_t> encode_bytes(std::span<const uint8_t> in, unsigned order) {
+    std::vector<BitTree<8>> trees(order ? 256 : 1);
+    Encoder e;
+    uint8_t prev = 0;
+    for (uint8_t b : in) {
+        trees[order ? prev : 0].encode(e, b);
+        prev = b;
+    }
+    return e.finish({static_cast<uint8_t>(order)});
+}
+
+void decode_bytes(std::span<const uint8_t> payload, std::span<uint8_t> out) {
+    if (payload.empty() || payload[0] > 1) throw CorruptData("adaptive plane: bad order byte");
+    const unsigned order = payload[0];
+    std::vector<BitTree<8>> trees(order ? 256 : 1);
+    Decoder d(payload.subspan(1));
+    uint8_t prev = 0;
+    for (auto& b : out) {
+        b = static_cast<uint8_t>(trees[order ? prev : 0].decode(d));
+        prev = b;
+    }
+}
+
+std::vector<uint8_t> encode_nibbles(std::span<const uint8_t> symbols, std::span<const uint8_t> contexts,
+                                    unsigned context_count) {
+    std::vector<BitTree<4>> trees(context_count * 16);
+    Encoder e;
+    unsigned prev = 0;
+    for (size_t i = 0; i < symbols.size(); ++i) {
+        trees[contexts[i] * 16 + prev].encode(e, symbols[i]);
+        prev = symbols[i];
+    }
+    return e.finish({});
+}
+
+void decode_nibbles(std::span<const uint8_t> payload, std::span<const uint8_t> contexts, unsigned context_count,
+                    std::span<uint8_t> symbols) {
+    std::vector<BitTree<4>> trees(context_count * 16);
+    Decoder d(payload);
+    unsigned prev = 0;
+    for (size_t i = 0; i < symbols.size(); ++i) {
+        if (contexts[i] >= context_count) throw CorruptData("adaptive nibbles: context out of range");
+        prev = trees[contexts[i] * 16 + prev].decode(d);
+        symbols[i] = static_cast<uint8_t>(prev);
+    }
+}
+
+}  // namespace ptwm::adaptive
