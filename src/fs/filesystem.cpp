@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -143,12 +144,20 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (fuse_reply_open(req, fi) == 0) open_file.release();  // freed in op_release
 }
 
-void read_plain(fuse_req_t req, OpenFile& file, size_t size, off_t offset) {
-    fuse_bufvec data = FUSE_BUFVEC_INIT(size);
-    data.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-    data.buf[0].fd = file.fd.get();
-    data.buf[0].pos = offset;
-    fuse_reply_data(req, &data, FUSE_BUF_SPLICE_MOVE);  // replies with the error itself on failure
+void read_plain(fuse_req_t req, Filesystem& fs, OpenFile& file, size_t size, off_t offset) {
+    thread_local std::vector<uint8_t> buffer;
+    if (buffer.size() < size) buffer.resize(size);
+    ssize_t got;
+    do {
+        got = pread(file.fd.get(), buffer.data(), size, offset);
+    } while (got < 0 && errno == EINTR);
+    if (got < 0) {
+        ++fs.read_stats().errors;
+        fuse_reply_err(req, errno);
+        return;
+    }
+    fs.read_stats().bytes += static_cast<uint64_t>(got);
+    fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), static_cast<size_t>(got));
 }
 
 void read_store(fuse_req_t req, Filesystem& fs, OpenFile& file, size_t size, off_t offset) {
@@ -196,7 +205,7 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_in
     if (file.node.store) {
         read_store(req, fs, file, size, offset);
     } else {
-        read_plain(req, file, size, offset);
+        read_plain(req, fs, file, size, offset);
     }
     const auto elapsed = std::chrono::steady_clock::now() - start;
     fs.read_stats().latency.record(

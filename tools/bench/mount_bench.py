@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""Mount benchmark: packs a model directory, mounts it with ptwmfs and prints
+one table of, per safetensors file:
+
+  cold    sequential read through a fresh mount, page cache dropped (MB/s)
+  warm    the same read again, from the kernel page cache (MB/s)
+  unpack  `ptwmfs-tool unpack` of the store to /dev/shm (MB/s)
+  orig    reading the original file from the page cache (MB/s)
+  4K, 1M  random read latency through a fresh mount, p50/p99: each read's
+          pages dropped first, so every read reaches the daemon
+
+    mount_bench.py [DIR] [--build BUILD_DIR] [-o MOUNT_OPTIONS]
+
+DIR defaults to <repo>/../shared/corpus. Dropping caches needs root; without
+it "cold" only means a fresh mount. Speed is measured here, never in tests.
+"""
+import argparse
+import os
+import random
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BLOCK = 1 << 20
+
+
+def drop_caches():
+    try:
+        subprocess.run(["sync"], check=True)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+class Mounted:
+    """ptwmfs in the foreground on a temporary mount point; unmounted on exit."""
+
+    def __init__(self, ptwmfs, store, options):
+        self.ptwmfs, self.store, self.options = ptwmfs, store, options
+
+    def __enter__(self):
+        self.path = tempfile.mkdtemp(prefix="ptwmfs-bench-")
+        read_end, write_end = os.pipe()
+        opts = ",".join(o for o in (f"auto_unmount,ready_fd={write_end}", self.options) if o)
+        self.process = subprocess.Popen([self.ptwmfs, self.store, self.path, "-f", "-o", opts], pass_fds=(write_end,))
+        os.close(write_end)
+        ready, _, _ = select.select([read_end], [], [], 60)
+        ok = ready and os.read(read_end, 1) == b"1"
+        os.close(read_end)
+        if not ok:
+            self.__exit__()
+            sys.exit("ptwmfs did not become ready")
+        return self
+
+    def __exit__(self, *exc):
+        if os.path.ismount(self.path):
+            if subprocess.run(["fusermount3", "-u", self.path]).returncode != 0:
+                subprocess.run(["umount", "-l", self.path])
+        self.process.wait(timeout=60)
+        os.rmdir(self.path)
+
+
+def sequential_read_seconds(path):
+    start = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while f.read(BLOCK):
+            pass
+    return time.perf_counter() - start
+
+
+def random_read_latencies(path, length, count, rng):
+    size = os.path.getsize(path)
+    latencies = []
+    with open(path, "rb", buffering=0) as f:
+        fd = f.fileno()
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        for _ in range(count):
+            offset = rng.randrange(max(1, size - length)) // 4096 * 4096
+            os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+            start = time.perf_counter()
+            os.pread(fd, length, offset)
+            latencies.append(time.perf_counter() - start)
+    latencies.sort()
+    return latencies[len(latencies) // 2], latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+
+
+def mb_per_s(size, seconds):
+    return size / seconds / 1e6 if seconds > 0 else float("inf")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dir", nargs="?", default=os.path.normpath(os.path.join(REPO, "..", "shared", "corpus")))
+    parser.add_argument("--build", default=os.path.join(REPO, "build"), help="meson build directory")
+    parser.add_argument("-o", dest="options", default="", help="extra ptwmfs mount options")
+    parser.add_argument("--random-reads", type=int, default=200, help="random reads per size and file")
+    args = parser.parse_args()
+    ptwmfs = os.path.join(args.build, "src", "fs", "ptwmfs")
+    tool = os.path.join(args.build, "tools", "ptwmfs-tool", "ptwmfs-tool")
+
+    work = tempfile.mkdtemp(prefix="ptwmfs-bench-")
+    try:
+        store = os.path.join(work, "store")
+        subprocess.run([tool, "pack", "-q", args.dir, store], check=True)
+        files = sorted(name for name in os.listdir(args.dir) if name.endswith(".safetensors"))
+        dropped = drop_caches()
+        if not dropped:
+            print("note: cannot drop caches (not root?): 'cold' means a fresh mount only", file=sys.stderr)
+        rng = random.Random(1)
+
+        header = (f"{'file':<40} {'MB':>7} {'cold':>7} {'warm':>7} {'unpack':>7} {'orig':>7}"
+                  f" {'4K p50/p99 us':>15} {'1M p50/p99 ms':>15}")
+        print(f"ptwmfs mount benchmark: {args.dir}; MB/s unless noted; options '{args.options}'")
+        print(header)
+        print("-" * len(header))
+        for name in files:
+            original = os.path.join(args.dir, name)
+            size = os.path.getsize(original)
+
+            drop_caches()
+            with Mounted(ptwmfs, store, args.options) as m:
+                cold = mb_per_s(size, sequential_read_seconds(os.path.join(m.path, name)))
+                warm = mb_per_s(size, sequential_read_seconds(os.path.join(m.path, name)))
+
+            out = os.path.join("/dev/shm", f"ptwmfs-bench-{os.getpid()}.safetensors")
+            start = time.perf_counter()
+            subprocess.run([tool, "unpack", os.path.join(store, name + ".ptwm"), out], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            unpack = mb_per_s(size, time.perf_counter() - start)
+            os.unlink(out)
+
+            sequential_read_seconds(original)  # into the page cache
+            orig = mb_per_s(size, sequential_read_seconds(original))
+
+            drop_caches()
+            with Mounted(ptwmfs, store, args.options) as m:
+                path = os.path.join(m.path, name)
+                p50_4k, p99_4k = random_read_latencies(path, 4096, args.random_reads, rng)
+                p50_1m, p99_1m = random_read_latencies(path, 1 << 20, max(1, args.random_reads // 4), rng)
+
+            print(f"{name:<40} {size / 1e6:7.1f} {cold:7.0f} {warm:7.0f} {unpack:7.0f} {orig:7.0f}"
+                  f" {p50_4k * 1e6:7.0f}/{p99_4k * 1e6:<7.0f} {p50_1m * 1e3:7.2f}/{p99_1m * 1e3:<7.2f}")
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
