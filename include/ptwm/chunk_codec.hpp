@@ -17,16 +17,26 @@ struct EncodedChunk {
     std::vector<uint8_t> payload;  // the planes' payloads back to back
 };
 
-// `bytes.size()` must be a multiple of element_bytes(d).
-EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt);
+// `bytes.size()` must be a multiple of element_bytes(d). Grouped FP4
+// decompositions take the chunk's block scales (one per block_bytes(d)).
+EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt,
+                          std::span<const uint8_t> scales = {});
 
 // Decode a chunk's payload into `out` (entry.original_length bytes) and check
 // the entry's checksum. Throws CorruptData saying what failed.
-void decode_chunk_payload(const ChunkEntry& entry, std::span<const uint8_t> payload, std::span<uint8_t> out);
+void decode_chunk_payload(const ChunkEntry& entry, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                          std::span<const uint8_t> scales = {});
 
 // The decomposition among `candidates` whose planes have the smallest summed
-// order-0 bound on `sample` (a prefix of the tensor's bytes).
-Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample);
+// order-0 bound on `sample` (a prefix of the tensor's bytes; `scales` the
+// block scales of that prefix, for grouped candidates).
+Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample,
+                                   std::span<const uint8_t> scales = {});
+
+// The planes a chunk's original bytes split into under the entry's
+// decomposition, as fresh buffers (inspection and entropy bounds).
+std::vector<std::vector<uint8_t>> chunk_planes(const ChunkEntry& entry, std::span<const uint8_t> bytes,
+                                               std::span<const uint8_t> scales = {});
 
 uint64_t chunk_checksum(std::span<const uint8_t> bytes);
 

@@ -23,11 +23,18 @@ enum class Decomposition : uint8_t {
     f8e4m3_exponent = 6,   // [S E4 M3] -> [E4 S M3], then nibble split (plane 0 = exponents)
     f8e5m2_exponent = 7,   // [S E5 M2] -> [E5 S M2], then nibble split (plane 0 = top 4 exponent bits)
     nibble_split = 8,      // high nibbles -> plane 0, low nibbles -> plane 1 (packed FP4 and the like)
+    fp4_sign_magnitude = 9,  // packed E2M1 nibbles: sign bits (plane 0, 8 a byte), magnitudes (plane 1, 2 a byte)
+    fp4_mx_grouped = 10,   // MXFP4 blocks of 16 bytes grouped by their E8M0 scale (see fp4_groups.hpp)
+    fp4_nv_grouped = 11,   // NVFP4 blocks of 8 bytes grouped by their E4M3 scale's exponent
 };
 inline constexpr unsigned kMaxPlanes = 8;
 
 bool is_known(Decomposition d);
 std::string_view name(Decomposition d);
+
+// Whether the decomposition needs the chunk's block scales (fp4_groups.hpp);
+// plane_length, split and merge below are for the others.
+bool is_grouped(Decomposition d);
 
 // Bytes per element the decomposition works on: chunk lengths are multiples of it.
 unsigned element_bytes(Decomposition d);

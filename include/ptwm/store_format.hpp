@@ -54,6 +54,10 @@ struct ChunkEntry {
     Decomposition decomposition = Decomposition::stream;
     uint8_t plane_count = 0;
     std::array<Codec, kMaxPlanes> codec{};
+    // Grouped FP4 decompositions: the tensor holding this chunk's block
+    // scales, and the scale context of group 0.
+    uint32_t scale_tensor = kNoTensor;
+    uint8_t group_base = 0;
     std::array<uint32_t, kMaxPlanes> payload_length{};
 
     uint64_t stored_length() const;  // sum of payload lengths

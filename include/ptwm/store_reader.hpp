@@ -41,6 +41,8 @@ public:
     // check its checksum. Throws CorruptData naming the file, chunk, tensor
     // and original offset; Error on an I/O failure.
     void decode_chunk(size_t i, std::span<uint8_t> out) const;
+    // The block scales a grouped chunk decodes with (empty for other chunks).
+    std::vector<uint8_t> chunk_scales(size_t i) const;
     // Whether chunk i is one raw plane: its bytes can be pread as they are.
     bool chunk_is_raw(size_t i) const;
 
@@ -53,6 +55,8 @@ public:
 
 private:
     StoreReader() = default;
+    // The block scales of grouped chunk i, decoded from its scale tensor.
+    void read_scales(size_t i, std::vector<uint8_t>& scales) const;
     std::string path_;
     int fd_ = -1;
     uint64_t file_size_ = 0;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "ptwm/error.hpp"
+#include "ptwm/fp4_groups.hpp"
 
 namespace ptwm {
 namespace {
@@ -21,24 +22,55 @@ struct PlaneScratch {
 };
 thread_local PlaneScratch t_scratch;
 
+// The planes a chunk of `n` bytes splits into under `d`.
+struct PlaneLayout {
+    unsigned count;
+    std::array<size_t, kMaxPlanes> length{};
+};
+
+PlaneLayout layout(Decomposition d, size_t n, std::span<const uint8_t> scales, uint8_t base) {
+    PlaneLayout l{plane_count(d)};
+    if (is_grouped(d)) {
+        l.length = group_plane_lengths(d, scales, base);
+    } else {
+        for (unsigned p = 0; p < l.count; ++p) l.length[p] = plane_length(d, n, p);
+    }
+    return l;
+}
+
+// Split `bytes` into scratch planes; returns pointers to them.
+std::array<uint8_t*, kMaxPlanes> split_to_scratch(Decomposition d, std::span<const uint8_t> bytes, const PlaneLayout& l,
+                                                  std::span<const uint8_t> scales, uint8_t base) {
+    std::array<uint8_t*, kMaxPlanes> planes{};
+    for (unsigned p = 0; p < l.count; ++p) planes[p] = t_scratch.plane(p, l.length[p]).data();
+    if (is_grouped(d))
+        split_grouped(d, bytes, scales, base, std::span(planes.data(), l.count));
+    else
+        split(d, bytes, std::span(planes.data(), l.count));
+    return planes;
+}
+
 }  // namespace
 
 uint64_t chunk_checksum(std::span<const uint8_t> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
-EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt) {
+EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt,
+                          std::span<const uint8_t> scales) {
     if (bytes.size() > std::numeric_limits<uint32_t>::max()) throw Error("chunk larger than 4 GiB");
+    if (is_grouped(d) && scales.size() * block_bytes(d) != bytes.size())
+        throw Error("a grouped FP4 chunk needs one scale per block");
     EncodedChunk out;
     ChunkEntry& e = out.entry;
     e.decomposition = d;
     e.plane_count = static_cast<uint8_t>(plane_count(d));
     e.original_length = static_cast<uint32_t>(bytes.size());
     e.checksum = chunk_checksum(bytes);
+    if (is_grouped(d)) e.group_base = group_base(d, scales);
 
-    std::array<uint8_t*, kMaxPlanes> planes{};
-    for (unsigned p = 0; p < e.plane_count; ++p) planes[p] = t_scratch.plane(p, plane_length(d, bytes.size(), p)).data();
-    split(d, bytes, std::span(planes.data(), e.plane_count));
-    for (unsigned p = 0; p < e.plane_count; ++p) {
-        auto coded = encode_plane({planes[p], plane_length(d, bytes.size(), p)}, opt);
+    const PlaneLayout l = layout(d, bytes.size(), scales, e.group_base);
+    const auto planes = split_to_scratch(d, bytes, l, scales, e.group_base);
+    for (unsigned p = 0; p < l.count; ++p) {
+        auto coded = encode_plane({planes[p], l.length[p]}, opt);
         e.codec[p] = coded.codec;
         e.payload_length[p] = static_cast<uint32_t>(coded.payload.size());
         out.payload.insert(out.payload.end(), coded.payload.begin(), coded.payload.end());
@@ -46,16 +78,20 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
     return out;
 }
 
-void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload, std::span<uint8_t> out) {
+void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                          std::span<const uint8_t> scales) {
     if (out.size() != e.original_length || payload.size() != e.stored_length())
         throw CorruptData("chunk buffer sizes disagree with the index");
     const Decomposition d = e.decomposition;
+    if (is_grouped(d) && scales.size() * block_bytes(d) != out.size())
+        throw CorruptData("the paired scales do not cover the chunk's blocks");
+    const PlaneLayout l = layout(d, out.size(), scales, e.group_base);
     std::array<const uint8_t*, kMaxPlanes> planes{};
     size_t at = 0;
     for (unsigned p = 0; p < e.plane_count; ++p) {
         const auto coded = payload.subspan(at, e.payload_length[p]);
         at += e.payload_length[p];
-        const size_t n = plane_length(d, out.size(), p);
+        const size_t n = l.length[p];
         if (e.codec[p] == Codec::raw && coded.size() == n) {
             planes[p] = coded.data();  // zero copy: merge reads the stored bytes
             continue;
@@ -68,21 +104,40 @@ void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload,
         }
         planes[p] = buf.data();
     }
-    merge(d, std::span(planes.data(), e.plane_count), out);
+    if (is_grouped(d))
+        merge_grouped(d, std::span(planes.data(), e.plane_count), scales, e.group_base, out);
+    else
+        merge(d, std::span(planes.data(), e.plane_count), out);
     if (chunk_checksum(out) != e.checksum) throw CorruptData("checksum mismatch: the decoded bytes are not the packed ones");
 }
 
-Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample) {
+std::vector<std::vector<uint8_t>> chunk_planes(const ChunkEntry& e, std::span<const uint8_t> bytes,
+                                               std::span<const uint8_t> scales) {
+    const PlaneLayout l = layout(e.decomposition, bytes.size(), scales, e.group_base);
+    const auto planes = split_to_scratch(e.decomposition, bytes, l, scales, e.group_base);
+    std::vector<std::vector<uint8_t>> out(l.count);
+    for (unsigned p = 0; p < l.count; ++p) out[p].assign(planes[p], planes[p] + l.length[p]);
+    return out;
+}
+
+Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample,
+                                   std::span<const uint8_t> scales) {
     Decomposition best = candidates.front();
     if (candidates.size() == 1) return best;
     double best_bits = std::numeric_limits<double>::infinity();
     for (Decomposition d : candidates) {
-        const size_t n = sample.size() - sample.size() % element_bytes(d);
+        size_t n = sample.size() - sample.size() % element_bytes(d);
+        std::span<const uint8_t> sc;
+        if (is_grouped(d)) {
+            n = std::min<size_t>(n / block_bytes(d), scales.size()) * block_bytes(d);
+            sc = scales.first(n / block_bytes(d));
+        }
+        const uint8_t base = is_grouped(d) ? group_base(d, sc) : 0;
+        const PlaneLayout l = layout(d, n, sc, base);
+        const auto planes = split_to_scratch(d, sample.first(n), l, sc, base);
         double bits = 0;
-        std::array<uint8_t*, kMaxPlanes> planes{};
-        for (unsigned p = 0; p < plane_count(d); ++p) planes[p] = t_scratch.plane(p, plane_length(d, n, p)).data();
-        split(d, sample.first(n), std::span(planes.data(), plane_count(d)));
-        for (unsigned p = 0; p < plane_count(d); ++p) bits += order0_bits({planes[p], plane_length(d, n, p)});
+        for (unsigned p = 0; p < l.count; ++p) bits += order0_bits({planes[p], l.length[p]});
+        bits *= static_cast<double>(sample.size()) / static_cast<double>(std::max<size_t>(n, 1));
         if (bits < best_bits) best_bits = bits, best = d;
     }
     return best;

@@ -69,9 +69,28 @@ void merge_nibbles(const uint8_t* hi, const uint8_t* lo, size_t n, uint8_t* out)
 }
 inline uint8_t identity(uint8_t v) { return v; }
 
+// FP4 (E2M1) nibbles as sign and magnitude: element 2j is the low nibble of
+// byte j. Signs pack 8 to a byte, magnitudes (3 bits) 2 to a byte.
+void split_sign_magnitude(const uint8_t* in, size_t n, uint8_t* signs, uint8_t* mags) {
+    std::memset(signs, 0, (2 * n + 7) / 8);
+    for (size_t j = 0; j < n; ++j) {
+        const uint8_t lo = in[j] & 0x0F, hi = in[j] >> 4;
+        signs[(2 * j) / 8] |= static_cast<uint8_t>(((lo >> 3) | ((hi >> 3) << 1)) << ((2 * j) % 8));
+        mags[j] = static_cast<uint8_t>((lo & 7) | ((hi & 7) << 3));
+    }
+}
+void merge_sign_magnitude(const uint8_t* signs, const uint8_t* mags, size_t n, uint8_t* out) {
+    for (size_t j = 0; j < n; ++j) {
+        const unsigned s = (signs[(2 * j) / 8] >> ((2 * j) % 8)) & 3;
+        out[j] = static_cast<uint8_t>((mags[j] & 7) | ((s & 1) << 3) | (((mags[j] >> 3) & 7) << 4) | ((s >> 1) << 7));
+    }
+}
+
 }  // namespace
 
-bool is_known(Decomposition d) { return static_cast<uint8_t>(d) <= static_cast<uint8_t>(Decomposition::nibble_split); }
+bool is_known(Decomposition d) { return static_cast<uint8_t>(d) <= static_cast<uint8_t>(Decomposition::fp4_nv_grouped); }
+
+bool is_grouped(Decomposition d) { return d == Decomposition::fp4_mx_grouped || d == Decomposition::fp4_nv_grouped; }
 
 std::string_view name(Decomposition d) {
     switch (d) {
@@ -84,6 +103,9 @@ std::string_view name(Decomposition d) {
         case Decomposition::f8e4m3_exponent: return "f8e4m3-exponent";
         case Decomposition::f8e5m2_exponent: return "f8e5m2-exponent";
         case Decomposition::nibble_split: return "nibble-split";
+        case Decomposition::fp4_sign_magnitude: return "fp4-sign-magnitude";
+        case Decomposition::fp4_mx_grouped: return "fp4-mx-scale-grouped";
+        case Decomposition::fp4_nv_grouped: return "fp4-nv-scale-grouped";
     }
     return "unknown";
 }
@@ -94,7 +116,9 @@ unsigned element_bytes(Decomposition d) {
         case Decomposition::bf16_exponent: return 2;
         case Decomposition::split4:
         case Decomposition::f32_exponent: return 4;
-        case Decomposition::split8: return 8;
+        case Decomposition::split8:
+        case Decomposition::fp4_nv_grouped: return 8;
+        case Decomposition::fp4_mx_grouped: return 16;
         default: return 1;
     }
 }
@@ -104,13 +128,17 @@ unsigned plane_count(Decomposition d) {
         case Decomposition::stream: return 1;
         case Decomposition::f8e4m3_exponent:
         case Decomposition::f8e5m2_exponent:
-        case Decomposition::nibble_split: return 2;
+        case Decomposition::nibble_split:
+        case Decomposition::fp4_sign_magnitude: return 2;
+        case Decomposition::fp4_mx_grouped:
+        case Decomposition::fp4_nv_grouped: return kMaxPlanes;
         default: return element_bytes(d);
     }
 }
 
-size_t plane_length(Decomposition d, size_t n, unsigned /*p*/) {
+size_t plane_length(Decomposition d, size_t n, unsigned p) {
     switch (d) {
+        case Decomposition::fp4_sign_magnitude: return p == 0 ? (2 * n + 7) / 8 : n;
         case Decomposition::f8e4m3_exponent:
         case Decomposition::f8e5m2_exponent:
         case Decomposition::nibble_split: return (n + 1) / 2;
@@ -147,6 +175,9 @@ void split(Decomposition d, std::span<const uint8_t> in, std::span<uint8_t* cons
         case Decomposition::f8e4m3_exponent: split_nibbles<e4m3_reorder>(src, n, planes[0], planes[1]); return;
         case Decomposition::f8e5m2_exponent: split_nibbles<e5m2_reorder>(src, n, planes[0], planes[1]); return;
         case Decomposition::nibble_split: split_nibbles<identity>(src, n, planes[0], planes[1]); return;
+        case Decomposition::fp4_sign_magnitude: split_sign_magnitude(src, n, planes[0], planes[1]); return;
+        case Decomposition::fp4_mx_grouped:
+        case Decomposition::fp4_nv_grouped: assert(!"grouped decompositions split in fp4_groups"); return;
     }
 }
 
@@ -179,6 +210,9 @@ void merge(Decomposition d, std::span<const uint8_t* const> planes, std::span<ui
         case Decomposition::f8e4m3_exponent: merge_nibbles<e4m3_restore>(planes[0], planes[1], n, dst); return;
         case Decomposition::f8e5m2_exponent: merge_nibbles<e5m2_restore>(planes[0], planes[1], n, dst); return;
         case Decomposition::nibble_split: merge_nibbles<identity>(planes[0], planes[1], n, dst); return;
+        case Decomposition::fp4_sign_magnitude: merge_sign_magnitude(planes[0], planes[1], n, dst); return;
+        case Decomposition::fp4_mx_grouped:
+        case Decomposition::fp4_nv_grouped: assert(!"grouped decompositions merge in fp4_groups"); return;
     }
 }
 

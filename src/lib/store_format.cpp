@@ -125,6 +125,8 @@ void encode_chunk_entry(const ChunkEntry& e, std::span<uint8_t, kChunkEntryBytes
     p[32] = static_cast<uint8_t>(e.decomposition);
     p[33] = e.plane_count;
     for (unsigned i = 0; i < kMaxPlanes; ++i) p[34 + i] = static_cast<uint8_t>(e.codec[i]);
+    put_u32(p + 42, e.scale_tensor);
+    p[46] = e.group_base;
     for (unsigned i = 0; i < kMaxPlanes; ++i) put_u32(p + 48 + 4 * i, e.payload_length[i]);
 }
 
@@ -139,6 +141,8 @@ ChunkEntry decode_chunk_entry(std::span<const uint8_t, kChunkEntryBytes> in) {
     e.decomposition = static_cast<Decomposition>(p[32]);
     e.plane_count = p[33];
     for (unsigned i = 0; i < kMaxPlanes; ++i) e.codec[i] = static_cast<Codec>(p[34 + i]);
+    e.scale_tensor = get_u32(p + 42);
+    e.group_base = p[46];
     for (unsigned i = 0; i < kMaxPlanes; ++i) e.payload_length[i] = get_u32(p + 48 + 4 * i);
     return e;
 }

@@ -10,12 +10,15 @@
 #include "ptwm/chunk_codec.hpp"
 #include "ptwm/error.hpp"
 #include "ptwm/file_io.hpp"
+#include "ptwm/fp4_groups.hpp"
 
 namespace ptwm {
 namespace {
 
 thread_local std::vector<uint8_t> t_payload;  // a chunk's stored bytes, reused per thread
 thread_local std::vector<uint8_t> t_partial;  // a chunk decoded for a read that covers part of it
+thread_local std::vector<uint8_t> t_scales;   // the block scales a grouped chunk decodes with
+thread_local std::vector<uint8_t> t_scale_chunk;
 
 // Everything a chunk entry promises that can be checked without decoding.
 void validate_entry(const ChunkEntry& e, size_t i, uint64_t expected_offset, uint64_t data_end,
@@ -41,6 +44,16 @@ void validate_entry(const ChunkEntry& e, size_t i, uint64_t expected_offset, uin
     if (e.tensor >= h.tensors.size() || e.original_offset < h.tensors[e.tensor].begin ||
         e.original_offset + e.original_length > h.tensors[e.tensor].end)
         throw Error(where + "lies outside its tensor");
+    if (is_grouped(e.decomposition)) {
+        const TensorInfo& t = h.tensors[e.tensor];
+        if (e.scale_tensor >= h.tensors.size() || e.scale_tensor == e.tensor ||
+            h.tensors[e.scale_tensor].size() * block_bytes(e.decomposition) != t.size() ||
+            (e.original_offset - t.begin) % block_bytes(e.decomposition) != 0)
+            throw Error(where + "its scale tensor " + std::to_string(e.scale_tensor) + " does not pair with tensor '" +
+                        t.name + "'");
+    } else if (e.scale_tensor != kNoTensor) {
+        throw Error(where + "names a scale tensor but its decomposition uses none");
+    }
 }
 
 }  // namespace
@@ -96,6 +109,13 @@ std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
         stored_end = e.stored_offset + e.stored_length();
         r->chunks_.push_back(e);
     }
+    // A grouped chunk's scales must decode on their own: no chains of pairs.
+    std::vector<bool> grouped_tensor(r->header_.tensors.size());
+    for (const auto& e : r->chunks_)
+        if (is_grouped(e.decomposition)) grouped_tensor[e.tensor] = true;
+    for (size_t i = 0; i < r->chunks_.size(); ++i)
+        if (is_grouped(r->chunks_[i].decomposition) && grouped_tensor[r->chunks_[i].scale_tensor])
+            throw Error(path + ": index entry " + std::to_string(i) + ": its scale tensor is itself grouped");
     if (expected_offset != data_end)
         throw Error(path + ": the chunks cover the data section up to " + std::to_string(expected_offset) + " of " +
                     std::to_string(data_end) + " bytes");
@@ -125,8 +145,36 @@ std::string StoreReader::describe_chunk(size_t i) const {
            std::to_string(e.original_offset) + ")";
 }
 
+void StoreReader::read_scales(size_t i, std::vector<uint8_t>& scales) const {
+    const ChunkEntry& e = chunks_[i];
+    const unsigned bb = block_bytes(e.decomposition);
+    const TensorInfo& t = header_.tensors[e.tensor];
+    const uint64_t begin = header_.tensors[e.scale_tensor].begin + (e.original_offset - t.begin) / bb;
+    scales.resize(e.original_length / bb);
+    // The scale tensor's chunks are never grouped (checked at open), so this
+    // does not recurse; it uses its own buffer, not t_partial, which a
+    // caller may be decoding into.
+    for (uint64_t at = begin; at < begin + scales.size();) {
+        const size_t j = find_chunk(at);
+        const ChunkEntry& s = chunks_[j];
+        t_scale_chunk.resize(s.original_length);
+        decode_chunk(j, t_scale_chunk);
+        const uint64_t n = std::min<uint64_t>(s.original_offset + s.original_length, begin + scales.size()) - at;
+        std::memcpy(scales.data() + (at - begin), t_scale_chunk.data() + (at - s.original_offset), n);
+        at += n;
+    }
+}
+
+std::vector<uint8_t> StoreReader::chunk_scales(size_t i) const {
+    std::vector<uint8_t> scales;
+    if (is_grouped(chunks_[i].decomposition)) read_scales(i, scales);
+    return scales;
+}
+
 void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out) const {
     const ChunkEntry& e = chunks_[i];
+    // Scales first: fetching them decodes other chunks through t_payload.
+    if (is_grouped(e.decomposition)) read_scales(i, t_scales);
     t_payload.resize(e.stored_length());
     size_t done = 0;
     while (done < t_payload.size()) {
@@ -138,7 +186,8 @@ void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out) const {
         done += static_cast<size_t>(r);
     }
     try {
-        decode_chunk_payload(e, t_payload, out);
+        decode_chunk_payload(e, t_payload, out, is_grouped(e.decomposition) ? std::span<const uint8_t>(t_scales)
+                                                                            : std::span<const uint8_t>());
     } catch (const CorruptData& err) {
         throw CorruptData(describe_chunk(i) + ": " + err.what());
     }

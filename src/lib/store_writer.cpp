@@ -6,6 +6,7 @@
 #include "ptwm/chunk_codec.hpp"
 #include "ptwm/error.hpp"
 #include "ptwm/file_io.hpp"
+#include "ptwm/fp4_groups.hpp"
 #include "ptwm/parallel.hpp"
 #include "ptwm/safetensors.hpp"
 #include "ptwm/store_format.hpp"
@@ -24,7 +25,21 @@ struct PlannedChunk {
     uint32_t length;
     uint32_t tensor;
     Decomposition decomposition;
+    uint32_t scale_tensor = kNoTensor;  // grouped FP4: where this chunk's block scales are
 };
+
+// Packed FP4 tries these besides its dtype's own candidates once its scale
+// tensor is known: the seed's "chain selected per tensor".
+constexpr Decomposition kFp4Chains[] = {Decomposition::stream, Decomposition::nibble_split,
+                                        Decomposition::fp4_sign_magnitude};
+
+// The block scales of chunk `c` (one byte per block), read from the source.
+std::vector<uint8_t> read_chunk_scales(const File& in, const SafetensorsHeader& h, const PlannedChunk& c) {
+    const unsigned bb = block_bytes(c.decomposition);
+    std::vector<uint8_t> scales(c.length / bb);
+    in.read_exact(h.tensors[c.scale_tensor].begin + (c.offset - h.tensors[c.tensor].begin) / bb, scales);
+    return scales;
+}
 
 // Cut every tensor into element-aligned chunks of at most `chunk_bytes`,
 // each tensor with the decomposition that estimates smallest on its head.
@@ -34,12 +49,21 @@ std::vector<PlannedChunk> plan_chunks(const File& in, const SafetensorsHeader& h
     for (uint32_t t = 0; t < h.tensors.size(); ++t) {
         const TensorInfo& info = h.tensors[t];
         if (info.size() == 0) continue;
-        const auto candidates = dtype_info(info.dtype).candidates;
+        std::vector<Decomposition> candidates(dtype_info(info.dtype).candidates.begin(),
+                                              dtype_info(info.dtype).candidates.end());
+        const auto pair = find_scale_pair(h, t);
+        std::vector<uint8_t> scales;
+        if (pair) {
+            candidates.assign(std::begin(kFp4Chains), std::end(kFp4Chains));
+            candidates.push_back(pair->decomposition);
+            scales.resize(std::min<uint64_t>(info.size(), kChooseSampleBytes) / block_bytes(pair->decomposition));
+            in.read_exact(h.tensors[pair->scale_tensor].begin, scales);
+        }
         Decomposition d = candidates.front();
         if (candidates.size() > 1) {
             sample.resize(std::min<uint64_t>(info.size(), kChooseSampleBytes));
             in.read_exact(info.begin, sample);
-            d = choose_decomposition(candidates, sample);
+            d = choose_decomposition(candidates, sample, scales);
         }
         const uint32_t unit = element_bytes(d);
         const uint32_t step = std::max(unit, chunk_bytes - chunk_bytes % unit);
@@ -47,7 +71,8 @@ std::vector<PlannedChunk> plan_chunks(const File& in, const SafetensorsHeader& h
             const auto len = static_cast<uint32_t>(std::min<uint64_t>(step, info.end - at));
             // A tensor whose size is not a multiple of the element width (not
             // valid safetensors, but harmless) keeps its tail as a stream.
-            plan.push_back({at, len, t, len % unit == 0 ? d : Decomposition::stream});
+            const Decomposition chunk_d = len % unit == 0 ? d : Decomposition::stream;
+            plan.push_back({at, len, t, chunk_d, is_grouped(chunk_d) ? pair->scale_tensor : kNoTensor});
         }
     }
     return plan;
@@ -84,7 +109,9 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
         parallel_for(count, threads, [&](size_t k) {
             const PlannedChunk& c = plan[first + k];
             try {
-                encoded[k] = encode_chunk(std::span(input).subspan(c.offset - begin, c.length), c.decomposition, opt.encode);
+                const auto scales = is_grouped(c.decomposition) ? read_chunk_scales(in, header, c) : std::vector<uint8_t>{};
+                encoded[k] = encode_chunk(std::span(input).subspan(c.offset - begin, c.length), c.decomposition,
+                                          opt.encode, scales);
             } catch (const Error& e) {
                 throw Error(src + ": tensor '" + header.tensors[c.tensor].name + "' at offset " + std::to_string(c.offset) +
                             ": " + e.what());
@@ -94,6 +121,7 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
             ChunkEntry& e = encoded[k].entry;
             e.original_offset = plan[first + k].offset;
             e.tensor = plan[first + k].tensor;
+            e.scale_tensor = plan[first + k].scale_tensor;
             e.stored_offset = stored_at;
             out.write_at(stored_at, encoded[k].payload);
             stored_at += encoded[k].payload.size();

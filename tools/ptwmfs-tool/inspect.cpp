@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "ptwm/chunk_codec.hpp"
 #include "ptwm/codec.hpp"
 #include "ptwm/store_reader.hpp"
 
@@ -53,7 +54,6 @@ int inspect_main(Args& args) {
 
     std::vector<TensorStats> stats(tensors.size());
     std::vector<uint8_t> bytes;
-    std::array<std::vector<uint8_t>, kMaxPlanes> planes;
     for (size_t i = 0; i < store->chunk_count(); ++i) {
         const ChunkEntry& e = store->chunk(i);
         TensorStats& t = stats[e.tensor];
@@ -63,12 +63,7 @@ int inspect_main(Args& args) {
         if (t.planes.size() < e.plane_count) t.planes.resize(e.plane_count);
         bytes.resize(e.original_length);
         store->decode_chunk(i, bytes);
-        std::array<uint8_t*, kMaxPlanes> ptrs{};
-        for (unsigned p = 0; p < e.plane_count; ++p) {
-            planes[p].resize(plane_length(e.decomposition, bytes.size(), p));
-            ptrs[p] = planes[p].data();
-        }
-        split(e.decomposition, bytes, std::span(ptrs.data(), e.plane_count));
+        const auto planes = chunk_planes(e, bytes, store->chunk_scales(i));
         for (unsigned p = 0; p < e.plane_count; ++p) {
             PlaneStats& ps = t.planes[p];
             ps.plane_bytes += planes[p].size();
@@ -97,6 +92,7 @@ int inspect_main(Args& args) {
         auto& jp = j["planes"] = nlohmann::json::array();
         for (size_t p = 0; p < s.planes.size(); ++p) {
             const PlaneStats& ps = s.planes[p];
+            if (ps.plane_bytes == 0) continue;  // a scale group no block fell in
             const double bound = order0_bits(ps.histogram) / 8;
             bound_total += bound;
             jp.push_back({{"plane", p},

@@ -1,0 +1,91 @@
+#include "ptwm/fp4_groups.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace ptwm {
+namespace {
+
+// MX scales are E8M0 exponents already; of an NV scale (E4M3) the exponent
+// carries the magnitude that shapes the values' distribution.
+uint8_t scale_context(Decomposition d, uint8_t scale) {
+    return d == Decomposition::fp4_nv_grouped ? static_cast<uint8_t>((scale >> 3) & 0x0F) : scale;
+}
+
+unsigned group_of(Decomposition d, uint8_t scale, uint8_t base) {
+    const int g = scale_context(d, scale) - base;
+    return static_cast<unsigned>(std::clamp(g, 0, static_cast<int>(kMaxPlanes) - 1));
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+unsigned block_bytes(Decomposition grouped) { return element_bytes(grouped); }
+
+uint8_t group_base(Decomposition d, std::span<const uint8_t> scales) {
+    uint8_t base = 0xFF;
+    for (uint8_t s : scales) base = std::min(base, scale_context(d, s));
+    return scales.empty() ? 0 : base;
+}
+
+std::array<size_t, kMaxPlanes> group_plane_lengths(Decomposition d, std::span<const uint8_t> scales, uint8_t base) {
+    std::array<size_t, kMaxPlanes> len{};
+    for (uint8_t s : scales) len[group_of(d, s, base)] += 2 * block_bytes(d);
+    return len;
+}
+
+void split_grouped(Decomposition d, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
+                   std::span<uint8_t* const> planes) {
+    const unsigned bb = block_bytes(d);
+    std::array<uint8_t*, kMaxPlanes> at{};
+    std::copy(planes.begin(), planes.end(), at.begin());
+    for (size_t b = 0; b < scales.size(); ++b) {
+        uint8_t*& dst = at[group_of(d, scales[b], base)];
+        for (unsigned k = 0; k < bb; ++k) {
+            const uint8_t byte = in[b * bb + k];
+            *dst++ = byte & 0x0F;
+            *dst++ = byte >> 4;
+        }
+    }
+}
+
+void merge_grouped(Decomposition d, std::span<const uint8_t* const> planes, std::span<const uint8_t> scales, uint8_t base,
+                   std::span<uint8_t> out) {
+    const unsigned bb = block_bytes(d);
+    std::array<const uint8_t*, kMaxPlanes> at{};
+    std::copy(planes.begin(), planes.end(), at.begin());
+    for (size_t b = 0; b < scales.size(); ++b) {
+        const uint8_t*& src = at[group_of(d, scales[b], base)];
+        for (unsigned k = 0; k < bb; ++k, src += 2) out[b * bb + k] = static_cast<uint8_t>((src[0] & 0x0F) | (src[1] << 4));
+    }
+}
+
+std::optional<ScalePair> find_scale_pair(const SafetensorsHeader& h, uint32_t tensor) {
+    const TensorInfo& t = h.tensors[tensor];
+    if (t.dtype != DType::U8 && t.dtype != DType::F4 && t.dtype != DType::I8) return std::nullopt;
+    std::vector<std::string> names;
+    for (const char* sep : {".", "_"}) {
+        if (ends_with(t.name, std::string(sep) + "blocks"))
+            names.push_back(t.name.substr(0, t.name.size() - 6) + "scales");
+    }
+    names.push_back(t.name + "_scale");
+    names.push_back(t.name + ".scales");
+    names.push_back(t.name + "_scales");
+    for (const auto& want : names) {
+        for (uint32_t i = 0; i < h.tensors.size(); ++i) {
+            const TensorInfo& s = h.tensors[i];
+            if (s.name != want || i == tensor || s.size() == 0 || t.size() % s.size() != 0) continue;
+            const uint64_t per_scale = t.size() / s.size();
+            if (per_scale == 16 && (s.dtype == DType::F8_E8M0 || s.dtype == DType::U8))
+                return ScalePair{i, Decomposition::fp4_mx_grouped};
+            if (per_scale == 8 && (s.dtype == DType::F8_E4M3 || s.dtype == DType::U8))
+                return ScalePair{i, Decomposition::fp4_nv_grouped};
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace ptwm

@@ -1,0 +1,144 @@
+// FP4 microscaling: the chains over nibble pairs and the scale-grouped
+// decompositions must give back every byte, paired or not.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "ptwm/chunk_codec.hpp"
+#include "ptwm/error.hpp"
+#include "ptwm/fp4_groups.hpp"
+#include "ptwm/store_reader.hpp"
+#include "ptwm/store_writer.hpp"
+#include "test_files.hpp"
+
+namespace ptwm {
+namespace {
+
+using test::TempDir;
+using test::TestTensor;
+
+// MXFP4-like data: per block an E8M0 scale and 32 E2M1 nibbles whose
+// spread depends on the scale, as in real quantised weights.
+struct Mx {
+    std::vector<uint8_t> blocks, scales;
+};
+Mx make_mx(size_t nblocks, unsigned block_bytes, uint32_t seed) {
+    std::mt19937 rng(seed);
+    Mx m;
+    for (size_t b = 0; b < nblocks; ++b) {
+        const uint8_t scale = static_cast<uint8_t>(118 + rng() % 5);
+        m.scales.push_back(scale);
+        for (unsigned k = 0; k < block_bytes; ++k) {
+            auto nibble = [&] {
+                const unsigned mag = std::min(7u, static_cast<unsigned>(std::abs(std::normal_distribution<double>(0, 1.0 + (scale - 118) * 0.6)(rng))));
+                return static_cast<uint8_t>(mag | ((rng() & 1) << 3));
+            };
+            m.blocks.push_back(static_cast<uint8_t>(nibble() | (nibble() << 4)));
+        }
+    }
+    return m;
+}
+
+TEST(Fp4, SignMagnitudeRoundTripsEveryByte) {
+    std::vector<uint8_t> all(256);
+    for (int i = 0; i < 256; ++i) all[i] = static_cast<uint8_t>(i);
+    for (size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{256}}) {
+        const std::vector<uint8_t> in(all.begin(), all.begin() + static_cast<long>(n));
+        ChunkEntry e;
+        e.decomposition = Decomposition::fp4_sign_magnitude;
+        const auto planes = chunk_planes(e, in);
+        ASSERT_EQ(planes.size(), 2u);
+        std::vector<uint8_t> out(n);
+        const uint8_t* p[] = {planes[0].data(), planes[1].data()};
+        merge(Decomposition::fp4_sign_magnitude, p, out);
+        EXPECT_EQ(out, in) << n;
+    }
+}
+
+TEST(Fp4, GroupedChunksRoundTripWithTheirScales) {
+    for (auto [d, bb] : {std::pair{Decomposition::fp4_mx_grouped, 16u}, std::pair{Decomposition::fp4_nv_grouped, 8u}}) {
+        auto mx = make_mx(333, bb, 4);  // an odd block count
+        if (d == Decomposition::fp4_nv_grouped)
+            for (auto& s : mx.scales) s = static_cast<uint8_t>(0x30 + (s - 118) * 8 + 3);  // E4M3 scales
+        const auto c = encode_chunk(mx.blocks, d, {}, mx.scales);
+        std::vector<uint8_t> out(mx.blocks.size());
+        decode_chunk_payload(c.entry, c.payload, out, mx.scales);
+        EXPECT_EQ(out, mx.blocks) << name(d);
+        // Decoding with other scales deals the nibbles elsewhere: the checksum says so.
+        auto wrong = mx.scales;
+        std::swap(wrong[0], wrong[1]);
+        if (wrong != mx.scales) {
+            EXPECT_THROW(decode_chunk_payload(c.entry, c.payload, out, wrong), CorruptData);
+        }
+    }
+}
+
+TEST(Fp4, PairsByNameAndShapeOnly) {
+    const auto mx = make_mx(64, 16, 1);
+    const std::vector<uint8_t> short_scales(mx.scales.begin(), mx.scales.end() - 1);
+    const auto bytes = test::make_safetensors({{"w.blocks", "U8", {64, 16}, mx.blocks},
+                                               {"w.scales", "U8", {64}, mx.scales},
+                                               {"v_blocks", "U8", {64, 16}, mx.blocks},
+                                               {"v_scales", "F8_E8M0", {64}, mx.scales},
+                                               {"lonely.blocks", "U8", {64, 16}, mx.blocks},
+                                               {"odd.blocks", "U8", {64, 16}, mx.blocks},
+                                               {"odd.scales", "U8", {63}, short_scales}});
+    const auto h = parse_safetensors(bytes, bytes.size(), "x");
+    auto pair_of = [&](const std::string& name) -> std::optional<ScalePair> {
+        for (uint32_t i = 0; i < h.tensors.size(); ++i)
+            if (h.tensors[i].name == name) return find_scale_pair(h, i);
+        return std::nullopt;
+    };
+    ASSERT_TRUE(pair_of("w.blocks"));
+    EXPECT_EQ(h.tensors[pair_of("w.blocks")->scale_tensor].name, "w.scales");
+    EXPECT_EQ(pair_of("w.blocks")->decomposition, Decomposition::fp4_mx_grouped);
+    ASSERT_TRUE(pair_of("v_blocks"));
+    EXPECT_EQ(h.tensors[pair_of("v_blocks")->scale_tensor].name, "v_scales");
+    EXPECT_FALSE(pair_of("lonely.blocks"));
+    EXPECT_FALSE(pair_of("odd.blocks")) << "63 scales do not pair with 64 blocks";
+    EXPECT_FALSE(pair_of("w.scales"));
+}
+
+TEST(Fp4, MxStoreRoundTripsAndBeatsTheUngroupedStream) {
+    TempDir dir;
+    const auto a = make_mx(5001, 16, 2), b = make_mx(77, 16, 3);
+    const auto file = test::make_safetensors({
+        {"a.blocks", "U8", {5001, 16}, a.blocks},
+        {"a.scales", "U8", {5001}, a.scales},
+        {"b_blocks", "U8", {77, 16}, b.blocks},
+        {"b_scales", "F8_E8M0", {77}, b.scales},
+        {"orphan.blocks", "U8", {77, 16}, b.blocks},  // no scales: coded as plain bytes
+        {"f4", "F4", {2, 77}, std::vector<uint8_t>(b.blocks.begin(), b.blocks.begin() + 77)},
+    });
+    test::write_file(dir / "m.safetensors", file);
+    PackOptions opt;
+    opt.chunk_bytes = 16 << 10;  // several grouped chunks in tensor a
+    pack_file(dir / "m.safetensors", dir / "m.ptwm", opt);
+    const auto store = StoreReader::open(dir / "m.ptwm");
+    std::vector<uint8_t> back(store->original_size());
+    store->read(0, back);
+    EXPECT_EQ(back, file);
+
+    size_t grouped = 0;
+    for (size_t i = 0; i < store->chunk_count(); ++i) {
+        const auto& e = store->chunk(i);
+        const auto& tensor = store->header().tensors[e.tensor].name;
+        if (is_grouped(e.decomposition)) {
+            ++grouped;
+            EXPECT_TRUE(tensor == "a.blocks" || tensor == "b_blocks") << tensor;
+        }
+        EXPECT_FALSE(tensor == "orphan.blocks" && is_grouped(e.decomposition));
+    }
+    EXPECT_GT(grouped, 5u);
+    // Random reads inside grouped chunks decode their scales on the way.
+    std::mt19937 rng(8);
+    for (int i = 0; i < 100; ++i) {
+        const uint64_t at = rng() % file.size(), n = std::min<uint64_t>(rng() % 5000, file.size() - at);
+        std::vector<uint8_t> part(n);
+        store->read(at, part);
+        ASSERT_TRUE(std::equal(part.begin(), part.end(), file.begin() + static_cast<long>(at)));
+    }
+}
+
+}  // namespace
+}  // namespace ptwm
