@@ -46,4 +46,11 @@ void log_error(const char* format, ...) {
     va_end(args);
 }
 
+void log_info(const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    write_line(LOG_INFO, format, args);
+    va_end(args);
+}
+
 }  // namespace ptwmfs

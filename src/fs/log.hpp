@@ -9,5 +9,6 @@ void log_to_syslog();
 
 // printf-style; one line, "ptwmfs: " prepended, newline appended.
 [[gnu::format(printf, 1, 2)]] void log_error(const char* format, ...);
+[[gnu::format(printf, 1, 2)]] void log_info(const char* format, ...);
 
 }  // namespace ptwmfs

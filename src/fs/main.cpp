@@ -87,7 +87,8 @@ int serve(fuse_args& args, const Options& options) {
     }
     fuse_session_destroy(session);
 
-    if (options.print_stats) fprintf(stderr, "%s\n", filesystem.stats_json().c_str());
+    // To stderr in the foreground, to syslog once detached.
+    if (options.print_stats) log_info("statistics: %s", filesystem.stats_json().c_str());
     return status == 0 ? 0 : 1;
 }
 
