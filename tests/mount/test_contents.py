@@ -17,15 +17,9 @@ NUMPY_DTYPES = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "U8": n
 class MountedModel(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = TempDir()
-        workdir = cls.tmp.__enter__()
+        workdir = cls.enterClassContext(TempDir())
         cls.original, cls.store = make_packed_model(workdir)
-        cls.mount = Mount(cls.store).__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.mount.__exit__(None, None, None)
-        cls.tmp.__exit__(None, None, None)
+        cls.mount = cls.enterClassContext(Mount(cls.store))
 
     def test_listing_types_and_sizes_match(self):
         def describe(root):

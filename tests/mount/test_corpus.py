@@ -17,17 +17,11 @@ class MountedCorpus(unittest.TestCase):
         cls.corpus = corpus_dir()
         if cls.corpus is None:
             raise unittest.SkipTest("no shared corpus at <repo>/../shared/corpus: corpus tests skipped")
-        cls.tmp = TempDir()
-        cls.store = os.path.join(cls.tmp.__enter__(), "store")
+        cls.store = os.path.join(cls.enterClassContext(TempDir()), "store")
         pack(cls.corpus, cls.store)
-        cls.mount = Mount(cls.store).__enter__()
+        cls.mount = cls.enterClassContext(Mount(cls.store))
         cls.files = regular_files(cls.corpus)
         cls.safetensors = [f for f in cls.files if f.endswith(".safetensors")]
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.mount.__exit__(None, None, None)
-        cls.tmp.__exit__(None, None, None)
 
     def test_listing_and_sizes_match(self):
         def sizes(root):

@@ -16,8 +16,7 @@ def read_page(path, offset):
 
 class DamagedStore(unittest.TestCase):
     def setUp(self):
-        self.tmp = TempDir()
-        self.original, self.store = make_packed_model(self.tmp.__enter__())
+        self.original, self.store = make_packed_model(self.enterContext(TempDir()))
         store_file = os.path.join(self.store, "model.safetensors.ptwm")
         chunks = store_chunks(store_file)
         # A compressed chunk in the middle of the file: raw ones are checked too,
@@ -33,9 +32,6 @@ class DamagedStore(unittest.TestCase):
         tensors = safetensors_tensors(os.path.join(self.original, "model.safetensors"))
         self.damaged_tensor = next(name for name, (_, _, b, e) in tensors.items()
                                    if b <= self.damaged["original_offset"] < e)
-
-    def tearDown(self):
-        self.tmp.__exit__(None, None, None)
 
     def test_damaged_range_fails_with_eio_and_the_rest_is_served(self):
         begin = self.damaged["original_offset"]

@@ -16,13 +16,9 @@ def read_range(path, begin, end):
 
 class RandomAccess(unittest.TestCase):
     def setUp(self):
-        self.tmp = TempDir()
-        self.original, self.store = make_packed_model(self.tmp.__enter__())
+        self.original, self.store = make_packed_model(self.enterContext(TempDir()))
         self.chunks = store_chunks(os.path.join(self.store, "model.safetensors.ptwm"))
         self.tensors = safetensors_tensors(os.path.join(self.original, "model.safetensors"))
-
-    def tearDown(self):
-        self.tmp.__exit__(None, None, None)
 
     def expected_decodes(self, begin, end):
         """Compressed chunks under [begin, end): the least that must be decoded,

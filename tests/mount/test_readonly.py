@@ -10,18 +10,12 @@ from ptwmfs_testlib import Mount, TempDir, make_packed_model
 class ReadOnly(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = TempDir()
-        workdir = cls.tmp.__enter__()
+        workdir = cls.enterClassContext(TempDir())
         cls.original, cls.store = make_packed_model(workdir, scale=1)
         # Links pointing out of the store directory stay links.
         os.symlink("/etc/passwd", os.path.join(cls.store, "absolute-link"))
         os.symlink("../../outside", os.path.join(cls.store, "adapters", "escaping-link"))
-        cls.mount = Mount(cls.store).__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.mount.__exit__(None, None, None)
-        cls.tmp.__exit__(None, None, None)
+        cls.mount = cls.enterClassContext(Mount(cls.store))
 
     def assert_erofs(self, operation, *args):
         with self.assertRaises(OSError) as raised:
