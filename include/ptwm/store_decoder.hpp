@@ -13,7 +13,9 @@ namespace ptwm {
 
 struct DecodeAllOptions {
     unsigned threads = 0;                // 0: all cores
-    uint64_t batch_bytes = 64ull << 20;  // original bytes decoded between two sink calls
+    // Original bytes decoded between two sink calls; 0: 1 MiB per thread,
+    // small enough that the batch buffer stays in cache between sink calls.
+    uint64_t batch_bytes = 0;
     // Called with each damaged chunk's index and message; without it the
     // first damaged chunk throws. A damaged chunk's bytes reach the sink zeroed.
     std::function<void(size_t chunk, const std::string& message)> on_damaged;

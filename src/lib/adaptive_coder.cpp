@@ -17,10 +17,22 @@ constexpr uint32_t kCountLimit = 1024;
 // Trofimov estimate (n0 + 1/2) / (n + 1): a node that always goes one way
 // costs about log2(n)/2 bits in all, which a fixed-rate update cannot
 // match on the skewed, mostly deterministic trees of small alphabets.
+// 2^32 / d for every denominator the estimate can have: a multiply instead
+// of a division per coded bit (encoder and decoder use the same table, so
+// the rounding is the same on both sides).
+struct Reciprocals {
+    static constexpr uint32_t kMax = 2 * (kCountLimit + 1) + 2;
+    uint64_t r[kMax + 1];
+    Reciprocals() {
+        for (uint32_t d = 1; d <= kMax; ++d) r[d] = (uint64_t{1} << 32) / d;
+    }
+};
+const Reciprocals kReciprocals;
+
 struct Node {
     uint16_t n0 = 0, n1 = 0;
     uint32_t p0() const {
-        const uint32_t p = ((2u * n0 + 1) << kProbBits) / (2u * (n0 + n1) + 2);
+        const auto p = static_cast<uint32_t>(((uint64_t{2} * n0 + 1) << kProbBits) * kReciprocals.r[2u * (n0 + n1) + 2] >> 32);
         return p < 1 ? 1 : p > (1u << kProbBits) - 1 ? (1u << kProbBits) - 1 : p;
     }
     void update(unsigned b) {

@@ -1,15 +1,17 @@
 #include "ptwm/codec.hpp"
 
-#include <htscodecs/rANS_static4x16.h>
 #include <zstd.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "ptwm/adaptive_coder.hpp"
 #include "ptwm/error.hpp"
+#include "rans.hpp"
+#include "scratch.hpp"
 
 namespace ptwm {
 namespace {
@@ -17,46 +19,34 @@ namespace {
 // A slower codec replaces a faster one only when it saves more than this
 // share of the plane: a near tie is not worth the decode time.
 constexpr double kTieMargin = 0.01;
-// Planes this large use the 32-state SIMD rANS (its 128 bytes of state cost
-// more than they win on small planes).
-constexpr size_t kRansX32Min = 16u << 10;
 // zstd is tried on a sample first at middle levels; only a plane whose sample
 // beats the order-0 bound by this factor gets a full zstd attempt.
 constexpr size_t kZstdSample = 16u << 10;
 constexpr double kZstdSampleWin = 0.9;
 // The adaptive coder decodes at tens of MB/s: it is only tried on planes this
 // small, where a static coder's table is a large share of the output.
-constexpr size_t kAdaptiveMax = 64u << 10;
+constexpr size_t kAdaptiveMax = 4u << 10;
+// ... and it decodes some fifty times slower than rANS, so it must win by more.
+constexpr double kAdaptiveMargin = 0.05;
 
 int zstd_level_for(int level) {
     static constexpr std::array<int, 10> kMap = {1, 1, 1, 3, 5, 7, 9, 12, 16, 19};
     return kMap[std::clamp(level, 0, 9)];
 }
 
-int rans_order_flags(Codec c, size_t n) {
-    const int order = c == Codec::rans1 ? 1 : 0;
-    const int x32 = n >= kRansX32Min ? RANS_ORDER_X32 : 0;
-    return order | x32 | RANS_ORDER_SIMD_AUTO;
-}
-
 std::vector<uint8_t> rans_encode(Codec c, std::span<const uint8_t> plane) {
-    const int flags = rans_order_flags(c, plane.size());
-    std::vector<uint8_t> out(rans_compress_bound_4x16(static_cast<unsigned>(plane.size()), flags));
-    unsigned out_size = static_cast<unsigned>(out.size());
-    // htscodecs takes non-const pointers but does not write to its input.
-    if (!rans_compress_to_4x16(const_cast<uint8_t*>(plane.data()), static_cast<unsigned>(plane.size()),
-                               out.data(), &out_size, flags))
-        throw Error("rANS encoder failed on a plane of " + std::to_string(plane.size()) + " bytes");
-    out.resize(out_size);
-    return out;
+    return rans::encode(plane, c == Codec::rans1 ? 1 : 0);
 }
 
 std::vector<uint8_t> zstd_encode(std::span<const uint8_t> plane, int level) {
-    std::vector<uint8_t> out(ZSTD_compressBound(plane.size()));
-    const size_t r = ZSTD_compress(out.data(), out.size(), plane.data(), plane.size(), level);
+    // One context per thread: creating one per call costs more than
+    // compressing a small plane.
+    thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+    thread_local Scratch scratch;
+    const auto out = scratch.get(ZSTD_compressBound(plane.size()));
+    const size_t r = ZSTD_compressCCtx(ctx.get(), out.data(), out.size(), plane.data(), plane.size(), level);
     if (ZSTD_isError(r)) throw Error(std::string("zstd encoder failed: ") + ZSTD_getErrorName(r));
-    out.resize(r);
-    return out;
+    return {out.begin(), out.begin() + static_cast<long>(r)};
 }
 
 bool all_equal(std::span<const uint8_t> plane) {
@@ -80,7 +70,18 @@ std::string_view name(Codec c) {
 }
 
 void add_to_histogram(std::span<const uint8_t> bytes, Histogram& h) {
-    for (uint8_t b : bytes) ++h[b];
+    // Four tables break the store-to-load dependency between equal
+    // neighbouring bytes (an exponent plane is mostly one or two values).
+    std::array<std::array<uint32_t, 256>, 4> part{};
+    size_t i = 0;
+    for (; i + 4 <= bytes.size(); i += 4) {
+        ++part[0][bytes[i]];
+        ++part[1][bytes[i + 1]];
+        ++part[2][bytes[i + 2]];
+        ++part[3][bytes[i + 3]];
+    }
+    for (; i < bytes.size(); ++i) ++part[0][bytes[i]];
+    for (size_t v = 0; v < 256; ++v) h[v] += uint64_t{part[0][v]} + part[1][v] + part[2][v] + part[3][v];
 }
 
 double order0_bits(const Histogram& h) {
@@ -133,8 +134,8 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     size_t best_size = n;
     // Candidates in order of decode speed; each must beat the one before by
     // more than the tie margin.
-    auto consider = [&](Codec c, std::vector<uint8_t>&& payload) {
-        if (static_cast<double>(payload.size()) < static_cast<double>(best_size) - kTieMargin * static_cast<double>(n)) {
+    auto consider = [&](Codec c, std::vector<uint8_t>&& payload, double margin = kTieMargin) {
+        if (static_cast<double>(payload.size()) < static_cast<double>(best_size) - margin * static_cast<double>(n)) {
             best_size = payload.size();
             best = {c, std::move(payload)};
         }
@@ -155,9 +156,14 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     }
     // Order-1 context pays on correlated low-entropy streams such as block
     // scales; it decodes slower, so it is tried only where it may win big.
-    if (opt.level >= 3 && bound_bytes < static_cast<double>(n) / 2 && (opt.level >= 7 || n <= (1u << 20)))
+    if (opt.level >= 3 && bound_bytes < static_cast<double>(n) / 2 && (opt.level >= 7 || n <= kAdaptiveMax))
         consider(Codec::rans1, rans_encode(Codec::rans1, plane));
-    if (opt.level >= 2 && n <= kAdaptiveMax) consider(Codec::adaptive, adaptive::encode_bytes(plane, 0));
+    // An order-0 adaptive coder lands near the bound plus a small learning
+    // cost; it can only win by its margin where the best so far is further
+    // than that above the bound (a static table too large for the plane).
+    if (opt.level >= 2 && n <= kAdaptiveMax &&
+        static_cast<double>(best_size) - bound_bytes > kAdaptiveMargin * static_cast<double>(n))
+        consider(Codec::adaptive, adaptive::encode_bytes(plane, 0), kAdaptiveMargin);
 
     if (best.codec == Codec::raw) best.payload.assign(plane.begin(), plane.end());
     return best;
@@ -176,7 +182,8 @@ void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> 
             std::memset(out.data(), payload[0], out.size());
             return;
         case Codec::zstd: {
-            const size_t r = ZSTD_decompress(out.data(), out.size(), payload.data(), payload.size());
+            thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+            const size_t r = ZSTD_decompressDCtx(ctx.get(), out.data(), out.size(), payload.data(), payload.size());
             if (ZSTD_isError(r)) throw CorruptData(std::string("zstd plane: ") + ZSTD_getErrorName(r));
             if (r != out.size())
                 throw CorruptData("zstd plane decodes to " + std::to_string(r) + " bytes where " +
@@ -185,11 +192,7 @@ void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> 
         }
         case Codec::rans0:
         case Codec::rans1: {
-            unsigned out_size = static_cast<unsigned>(out.size());
-            if (payload.empty() ||
-                !rans_uncompress_to_4x16(const_cast<uint8_t*>(payload.data()), static_cast<unsigned>(payload.size()),
-                                         out.data(), &out_size) ||
-                out_size != out.size())
+            if (!rans::decode(payload, out))
                 throw CorruptData("rANS plane does not decode to " + std::to_string(out.size()) + " bytes");
             return;
         }
