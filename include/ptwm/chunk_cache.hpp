@@ -23,15 +23,21 @@ namespace ptwm {
 
 // The decoded bytes of one chunk. Allocated uninitialised: the decoder
 // overwrites every byte, and zero-filling megabytes per miss costs time.
+// Buffers of freed chunks are kept for the next ones (see BufferPool in
+// chunk_cache.cpp): a fresh buffer costs a page fault per 4 KiB, which on
+// a virtual machine took more time than decoding into it.
 class ChunkData {
 public:
     explicit ChunkData(size_t size);
-    std::span<const uint8_t> bytes() const { return {data_.get(), size_}; }
-    std::span<uint8_t> writable_bytes() { return {data_.get(), size_}; }
+    ~ChunkData();
+    ChunkData(const ChunkData&) = delete;
+    ChunkData& operator=(const ChunkData&) = delete;
+    std::span<const uint8_t> bytes() const { return {data_, size_}; }
+    std::span<uint8_t> writable_bytes() { return {data_, size_}; }
     size_t size() const { return size_; }
 
 private:
-    std::unique_ptr<uint8_t[]> data_;
+    uint8_t* data_;
     size_t size_;
 };
 using ChunkPtr = std::shared_ptr<const ChunkData>;
@@ -64,6 +70,7 @@ struct ChunkCacheStats {
     uint64_t decode_ns = 0;
     uint64_t decode_failures = 0; // decodes that threw (nothing cached)
     uint64_t evictions = 0;
+    uint64_t released = 0;  // dropped behind sequential readers
 };
 
 class ChunkCache {
@@ -83,6 +90,12 @@ public:
 
     // Whether `key` is cached or being decoded (prefetchers skip those).
     bool contains(const ChunkKey& key) const;
+
+    // Drops `key` if it is cached (not while it is being decoded): for a
+    // chunk a sequential reader has gone past, whose bytes now sit in the
+    // kernel's page cache. Its buffer goes back to the pool at once instead
+    // of waiting for eviction, so a long cold read keeps reusing warm memory.
+    void release(const ChunkKey& key);
 
     ChunkCacheStats stats() const;
     uint64_t capacity() const { return capacity_; }
@@ -107,7 +120,7 @@ private:
 
     // Counters are atomics so stats() and decode accounting need no lock.
     std::atomic<uint64_t> hits_{0}, merged_waits_{0}, misses_{0}, bytes_decoded_{0},
-        decode_ns_{0}, decode_failures_{0}, evictions_{0};
+        decode_ns_{0}, decode_failures_{0}, evictions_{0}, released_{0};
 };
 
 }  // namespace ptwm

@@ -35,9 +35,8 @@ void Prefetcher::start() {
 }
 
 void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint64_t offset, uint64_t length) {
-    if (workers_.empty() || window_ == 0) return;
     const uint64_t end = std::min(offset + length, store.size());
-    uint64_t from = 0, to = 0;
+    uint64_t from = 0, to = 0, release_from = 0, release_to = 0;
     {
         std::lock_guard lock(pattern.mutex_);
         const bool continues = offset + kReorderSlack >= pattern.next_offset_ &&
@@ -49,13 +48,32 @@ void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint6
             pattern.sequential_run_ = 0;
             pattern.next_offset_ = end;
             pattern.queued_until_ = 0;
+            pattern.released_until_ = offset;  // a new run: what lies before it is not ours to release
         }
         if (pattern.sequential_run_ < kSequentialReads) return;
-        from = std::max(pattern.queued_until_, pattern.next_offset_);
-        to = std::min(pattern.next_offset_ + window_, store.size());
-        if (from >= to) return;
-        pattern.queued_until_ = to;
+        // Chunks wholly behind the reader (past the reorder slack) have been
+        // served; the kernel's page cache holds their bytes now.
+        if (pattern.next_offset_ > kReorderSlack) {
+            release_from = pattern.released_until_;
+            release_to = pattern.next_offset_ - kReorderSlack;
+            pattern.released_until_ = std::max(release_from, release_to);
+        }
+        if (workers_.empty() || window_ == 0) {
+            from = to = 0;
+        } else {
+            from = std::max(pattern.queued_until_, pattern.next_offset_);
+            to = std::min(pattern.next_offset_ + window_, store.size());
+        }
+        if (from < to) pattern.queued_until_ = to;
     }
+    if (release_from < release_to) {
+        auto [first, last] = store.chunks_covering(release_from, release_to);
+        // The last chunk may reach past release_to: keep it.
+        for (size_t i = first; i < last; ++i)
+            if (store.reader().chunk(i).original_offset + store.reader().chunk(i).original_length <= release_to)
+                cache_.release({store.id(), i});
+    }
+    if (from >= to) return;
 
     auto [first, last] = store.chunks_covering(from, to);
     size_t added = 0;

@@ -25,6 +25,7 @@ private:
     uint64_t next_offset_ = 0;     // where a sequential reader goes next
     unsigned sequential_run_ = 0;  // reads in a row that continued the last
     uint64_t queued_until_ = 0;    // decode-ahead queued up to this offset
+    uint64_t released_until_ = 0;  // chunks before this were released from the cache
 };
 
 struct PrefetchStats {
@@ -46,7 +47,8 @@ public:
     // daemon forks when it detaches, and threads do not survive a fork.
     void start();
 
-    // Called after each read of `store` through an open file.
+    // Called after each read of `store` through an open file. For a
+    // sequential reader it also releases the chunks it has left behind.
     void note_read(AccessPattern& pattern, const StoreFile& store, uint64_t offset, uint64_t length);
 
     PrefetchStats stats() const;

@@ -55,6 +55,7 @@ std::string stats_json(const ptwm::ChunkCacheStats& cache, const ReadStats& read
         {"decode_seconds", static_cast<double>(cache.decode_ns) / 1e9},
         {"decode_failures", cache.decode_failures},
         {"evictions", cache.evictions},
+        {"released", cache.released},
     };
     j["reads"] = {
         {"count", reads.reads.load()},
