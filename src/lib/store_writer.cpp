@@ -20,30 +20,22 @@ constexpr size_t kChooseSampleBytes = 256u << 10;
 // between the batch's single read and its in-order write.
 constexpr size_t kChunksPerThread = 4;
 
-struct PlannedChunk {
-    uint64_t offset;
-    uint32_t length;
-    uint32_t tensor;
-    Decomposition decomposition;
-    uint32_t scale_tensor = kNoTensor;  // grouped FP4: where this chunk's block scales are
-};
-
 // Packed FP4 tries these besides its dtype's own candidates once its scale
 // tensor is known: the seed's "chain selected per tensor".
 constexpr Decomposition kFp4Chains[] = {Decomposition::stream, Decomposition::nibble_split,
                                         Decomposition::fp4_sign_magnitude};
 
-// The block scales of chunk `c` (one byte per block), read from the source.
-std::vector<uint8_t> read_chunk_scales(const File& in, const SafetensorsHeader& h, const PlannedChunk& c) {
+}  // namespace
+
+std::vector<uint8_t> planned_chunk_scales(const SafetensorsHeader& h, const PlannedChunk& c, const SourceReader& read) {
+    if (!is_grouped(c.decomposition)) return {};
     const unsigned bb = block_bytes(c.decomposition);
     std::vector<uint8_t> scales(c.length / bb);
-    in.read_exact(h.tensors[c.scale_tensor].begin + (c.offset - h.tensors[c.tensor].begin) / bb, scales);
+    read(h.tensors[c.scale_tensor].begin + (c.offset - h.tensors[c.tensor].begin) / bb, scales);
     return scales;
 }
 
-// Cut every tensor into element-aligned chunks of at most `chunk_bytes`,
-// each tensor with the decomposition that estimates smallest on its head.
-std::vector<PlannedChunk> plan_chunks(const File& in, const SafetensorsHeader& h, uint32_t chunk_bytes) {
+std::vector<PlannedChunk> plan_chunks(const SafetensorsHeader& h, uint32_t chunk_bytes, const SourceReader& read) {
     std::vector<PlannedChunk> plan;
     std::vector<uint8_t> sample;
     for (uint32_t t = 0; t < h.tensors.size(); ++t) {
@@ -57,12 +49,12 @@ std::vector<PlannedChunk> plan_chunks(const File& in, const SafetensorsHeader& h
             candidates.assign(std::begin(kFp4Chains), std::end(kFp4Chains));
             candidates.push_back(pair->decomposition);
             scales.resize(std::min<uint64_t>(info.size(), kChooseSampleBytes) / block_bytes(pair->decomposition));
-            in.read_exact(h.tensors[pair->scale_tensor].begin, scales);
+            read(h.tensors[pair->scale_tensor].begin, scales);
         }
         Decomposition d = candidates.front();
         if (candidates.size() > 1) {
             sample.resize(std::min<uint64_t>(info.size(), kChooseSampleBytes));
-            in.read_exact(info.begin, sample);
+            read(info.begin, sample);
             d = choose_decomposition(candidates, sample, scales);
         }
         const uint32_t unit = element_bytes(d);
@@ -78,13 +70,12 @@ std::vector<PlannedChunk> plan_chunks(const File& in, const SafetensorsHeader& h
     return plan;
 }
 
-}  // namespace
-
 PackResult pack_file(const std::string& src, const std::string& dst, const PackOptions& opt) {
     const SafetensorsHeader header = read_safetensors_header(src);
     const File in = File::open_read(src);
     const uint64_t original_size = in.size();
-    const std::vector<PlannedChunk> plan = plan_chunks(in, header, opt.chunk_bytes);
+    const SourceReader read = [&](uint64_t offset, std::span<uint8_t> out) { in.read_exact(offset, out); };
+    const std::vector<PlannedChunk> plan = plan_chunks(header, opt.chunk_bytes, read);
     const unsigned threads = opt.threads ? opt.threads : default_threads();
 
     AtomicOutput out(dst);
@@ -109,7 +100,7 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
         parallel_for(count, threads, [&](size_t k) {
             const PlannedChunk& c = plan[first + k];
             try {
-                const auto scales = is_grouped(c.decomposition) ? read_chunk_scales(in, header, c) : std::vector<uint8_t>{};
+                const auto scales = planned_chunk_scales(header, c, read);
                 encoded[k] = encode_chunk(std::span(input).subspan(c.offset - begin, c.length), c.decomposition,
                                           opt.encode, scales);
             } catch (const Error& e) {

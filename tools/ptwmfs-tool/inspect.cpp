@@ -1,14 +1,11 @@
 // ptwmfs-tool inspect: what a store holds, per tensor and per plane, beside
 // the order-0 entropy bound of each plane over the whole tensor.
-#include <array>
 #include <cstdio>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "command.hpp"
-#include "ptwm/chunk_codec.hpp"
-#include "ptwm/codec.hpp"
+#include "ptwm/plane_stats.hpp"
 #include "ptwm/store_reader.hpp"
 
 namespace ptwm::tool {
@@ -25,18 +22,6 @@ constexpr const char* kHelp =
     "  --json     one JSON document instead of a table\n"
     "  --chunks   also list every chunk (offsets, lengths, codecs)\n";
 
-struct PlaneStats {
-    uint64_t plane_bytes = 0, stored_bytes = 0;
-    std::map<std::string, uint64_t> codecs;  // codec name -> chunks using it
-    Histogram histogram{};
-};
-
-struct TensorStats {
-    std::string decomposition;
-    uint64_t original_bytes = 0, stored_bytes = 0;
-    std::vector<PlaneStats> planes;
-};
-
 double ratio(double part, double whole) { return whole > 0 ? part / whole : 1.0; }
 
 }  // namespace
@@ -52,26 +37,7 @@ int inspect_main(Args& args) {
     const auto store = StoreReader::open(path);
     const auto& tensors = store->header().tensors;
 
-    std::vector<TensorStats> stats(tensors.size());
-    std::vector<uint8_t> bytes;
-    for (size_t i = 0; i < store->chunk_count(); ++i) {
-        const ChunkEntry& e = store->chunk(i);
-        TensorStats& t = stats[e.tensor];
-        t.decomposition = std::string(name(e.decomposition));
-        t.original_bytes += e.original_length;
-        t.stored_bytes += e.stored_length();
-        if (t.planes.size() < e.plane_count) t.planes.resize(e.plane_count);
-        bytes.resize(e.original_length);
-        store->decode_chunk(i, bytes);
-        const auto planes = chunk_planes(e, bytes, store->chunk_scales(i));
-        for (unsigned p = 0; p < e.plane_count; ++p) {
-            PlaneStats& ps = t.planes[p];
-            ps.plane_bytes += planes[p].size();
-            ps.stored_bytes += e.payload_length[p];
-            ++ps.codecs[std::string(name(e.codec[p]))];
-            add_to_histogram(planes[p], ps.histogram);
-        }
-    }
+    const std::vector<TensorStats> stats = collect_plane_stats(*store);
 
     nlohmann::json doc;
     doc["file"] = path;
