@@ -28,7 +28,5 @@ enum class ParseOutcome { run, exit_success, exit_failure };
 // --version and errors itself.
 ParseOutcome parse_options(fuse_args& args, Options& options);
 
-// "256M", "1G", "4096", "64k": bytes; nullopt when malformed or overflowing.
-std::optional<uint64_t> parse_size(std::string_view text);
 
 }  // namespace ptwmfs

@@ -7,8 +7,8 @@
 #include "progress.hpp"
 #include "ptwm/error.hpp"
 #include "ptwm/safetensors.hpp"
+#include "ptwm/size_text.hpp"
 #include "ptwm/store_writer.hpp"
-#include "size_option.hpp"
 #include "tree.hpp"
 
 namespace ptwm::tool {
@@ -54,9 +54,9 @@ int pack_main(Args& args) {
         if (opt.encode.level < 1 || opt.encode.level > 9) throw UsageError{"--level takes 1 to 9"};
     }
     if (args.option("chunk-size", "", value)) {
-        const uint64_t size = parse_size(value, "--chunk-size");
-        if (size < 4096 || size > (256u << 20)) throw UsageError{"--chunk-size takes 4K to 256M"};
-        opt.chunk_bytes = static_cast<uint32_t>(size);
+        const auto size = parse_size(value);
+        if (!size || *size < 4096 || *size > (256u << 20)) throw UsageError{"--chunk-size takes 4K to 256M"};
+        opt.chunk_bytes = static_cast<uint32_t>(*size);
     }
     bool copy_bad = false;
     if (args.option("on-bad", "", value)) {

@@ -1,0 +1,22 @@
+#include <gtest/gtest.h>
+
+#include "ptwm/size_text.hpp"
+
+namespace ptwm {
+namespace {
+
+TEST(SizeText, NumbersWithBinarySuffixes) {
+    EXPECT_EQ(parse_size("4096"), 4096u);
+    EXPECT_EQ(parse_size("256K"), 256u << 10);
+    EXPECT_EQ(parse_size("256m"), 256u << 20);
+    EXPECT_EQ(parse_size("2G"), 2ull << 30);
+    EXPECT_EQ(parse_size("0"), 0u);
+}
+
+TEST(SizeText, AnythingElseIsRefused) {
+    for (const char* bad : {"", "K", "12Q", "-1", "1.5G", " 1", "99999999999999999999", "17179869184G"})
+        EXPECT_FALSE(parse_size(bad)) << bad;
+}
+
+}  // namespace
+}  // namespace ptwm
