@@ -1,0 +1,85 @@
+// libFuzzer target: every plane codec's decoder and the chunk pipeline.
+//
+// Input layout (gen_seeds.cpp writes seeds in it):
+//   byte  0       decomposition id (an unknown one means stream: see below)
+//   bytes 1..4    original length, LE u32 (bounded, rounded to whole elements)
+//   bytes 5..12   codec id per plane, raw bytes (unknown ids included)
+//   bytes 13..26  payload length of planes 0..6, LE u16 each (the last plane
+//                 gets what is left)
+//   bytes 27..28  reserved (zero)
+//   bytes 29..    the payload: the planes' coded bytes back to back
+// Shorter inputs only go through decode_plane.
+//
+// decode_plane must fill the output or throw CorruptData; decode_chunk_payload
+// the same. ptwm::Error of another kind, or any crash, is a finding.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ptwm/chunk_codec.hpp"
+#include "ptwm/codec.hpp"
+#include "ptwm/error.hpp"
+
+namespace {
+
+constexpr size_t kHeader = 29;
+// Output sizes stay small enough that a run does not spend its time in memset.
+constexpr uint32_t kMaxOriginal = 1u << 17;
+
+uint32_t load_u32(const uint8_t* p) { return p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24; }
+uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+
+void try_plane(ptwm::Codec c, std::span<const uint8_t> payload, size_t n) {
+    std::vector<uint8_t> out(n);
+    try {
+        ptwm::decode_plane(c, payload, out);
+    } catch (const ptwm::CorruptData&) {
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const std::span<const uint8_t> input(data, size);
+    const std::span<const uint8_t> payload = size >= kHeader ? input.subspan(kHeader) : input;
+    const uint32_t wanted = size >= kHeader ? load_u32(data + 1) % kMaxOriginal : 0;
+
+    // Every codec id the format defines (0..5 today) and unknown ones, each asked for
+    // a few lengths: the exact one the header names, tiny ones (a payload
+    // claiming more must not write past them) and a larger one. Zero is left
+    // out: no caller asks for an empty plane (chunks are never empty).
+    for (unsigned id = 0; id < 8; ++id)
+        for (size_t n : {size_t{1}, size_t{3}, size_t{64}, size_t{4099}, size_t{wanted}})
+            if (n) try_plane(static_cast<ptwm::Codec>(id), payload, n);
+
+    if (size < kHeader) return 0;
+
+    // A chunk entry as StoreReader::open lets one through: a known
+    // decomposition with its own plane count and a length of whole elements.
+    // decode_chunk_payload trusts those three (see the report on the fuzz
+    // work); codecs, payload lengths and checksum are left to the input.
+    ptwm::ChunkEntry e;
+    e.decomposition = static_cast<ptwm::Decomposition>(data[0]);
+    if (!ptwm::is_known(e.decomposition)) e.decomposition = ptwm::Decomposition::stream;
+    e.plane_count = static_cast<uint8_t>(ptwm::plane_count(e.decomposition));
+    const unsigned unit = ptwm::element_bytes(e.decomposition);
+    e.original_length = std::max(unit, wanted - wanted % unit);
+    for (unsigned p = 0; p < ptwm::kMaxPlanes; ++p) e.codec[p] = static_cast<ptwm::Codec>(data[5 + p]);
+    size_t left = payload.size();
+    for (unsigned p = 0; p < e.plane_count; ++p) {
+        const size_t len = p + 1 == e.plane_count ? left : std::min<size_t>(left, load_u16(data + 13 + 2 * p));
+        e.payload_length[p] = static_cast<uint32_t>(len);
+        left -= len;
+    }
+    // The checksum of the first decodable guess would need the decoded bytes;
+    // a mismatch is as good an ending as a match, both run the whole pipeline.
+    e.checksum = 0;
+    std::vector<uint8_t> out(e.original_length);
+    try {
+        ptwm::decode_chunk_payload(e, payload.first(payload.size() - left), out);
+    } catch (const ptwm::CorruptData&) {
+    }
+    return 0;
+}
