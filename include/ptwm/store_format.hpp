@@ -25,6 +25,8 @@ inline constexpr uint32_t kStoreVersion = 1;
 inline constexpr size_t kSuperblockBytes = 128;
 inline constexpr size_t kChunkEntryBytes = 80;
 inline constexpr uint32_t kNoTensor = 0xFFFFFFFFu;
+// The largest chunk a store may hold: bounds what one damaged entry can make a reader allocate.
+inline constexpr uint32_t kMaxChunkBytes = 256u << 20;
 
 // A metadata region of the store, kept compressed when that is smaller
 // (safetensors headers are JSON and shrink several times over).

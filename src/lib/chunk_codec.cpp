@@ -83,6 +83,10 @@ void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload,
     if (out.size() != e.original_length || payload.size() != e.stored_length())
         throw CorruptData("chunk buffer sizes disagree with the index");
     const Decomposition d = e.decomposition;
+    // StoreReader::open validates entries; this keeps a caller that did not
+    // from indexing past the plane tables.
+    if (!is_known(d) || e.plane_count != plane_count(d) || out.size() % element_bytes(d) != 0)
+        throw CorruptData("chunk entry does not fit its decomposition");
     if (is_grouped(d) && scales.size() * block_bytes(d) != out.size())
         throw CorruptData("the paired scales do not cover the chunk's blocks");
     const PlaneLayout l = layout(d, out.size(), scales, e.group_base);

@@ -175,11 +175,11 @@ void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> 
             if (payload.size() != out.size())
                 throw CorruptData("raw plane of " + std::to_string(payload.size()) + " bytes where " +
                                   std::to_string(out.size()) + " are expected");
-            std::memcpy(out.data(), payload.data(), out.size());
+            if (!out.empty()) std::memcpy(out.data(), payload.data(), out.size());
             return;
         case Codec::constant:
             if (payload.size() != 1) throw CorruptData("constant plane payload is not one byte");
-            std::memset(out.data(), payload[0], out.size());
+            if (!out.empty()) std::memset(out.data(), payload[0], out.size());
             return;
         case Codec::zstd: {
             thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);

@@ -154,7 +154,9 @@ void split(Decomposition d, std::span<const uint8_t> in, std::span<uint8_t* cons
     const uint8_t* src = in.data();
     const size_t n = in.size();
     switch (d) {
-        case Decomposition::stream: std::memcpy(planes[0], src, n); return;
+        case Decomposition::stream:
+            if (n) std::memcpy(planes[0], src, n);
+            return;
         case Decomposition::split2: split_bytes<2>(src, n / 2, planes.data()); return;
         case Decomposition::split4: split_bytes<4>(src, n / 4, planes.data()); return;
         case Decomposition::split8: split_bytes<8>(src, n / 8, planes.data()); return;
@@ -190,7 +192,9 @@ void merge(Decomposition d, std::span<const uint8_t* const> planes, std::span<ui
     uint8_t* dst = out.data();
     const size_t n = out.size();
     switch (d) {
-        case Decomposition::stream: std::memcpy(dst, planes[0], n); return;
+        case Decomposition::stream:
+            if (n) std::memcpy(dst, planes[0], n);
+            return;
         case Decomposition::split2: merge_bytes<2>(planes.data(), n / 2, dst); return;
         case Decomposition::split4: merge_bytes<4>(planes.data(), n / 4, dst); return;
         case Decomposition::split8: merge_bytes<8>(planes.data(), n / 8, dst); return;

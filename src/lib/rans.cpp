@@ -99,6 +99,11 @@ bool decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         return kernels().decode[order](const_cast<uint8_t*>(payload.data() + 1), static_cast<unsigned>(payload.size() - 1),
                                        out.data(), static_cast<unsigned>(out.size())) != nullptr;
 #endif
+    // Only flags ptwm writes: htscodecs sizes and allocates its RLE, pack
+    // and stripe buffers from the payload before checking them, so a few
+    // hundred damaged bytes could make it allocate gigabytes.
+    constexpr unsigned kFlagsWritten = 1u | RANS_ORDER_X32 | RANS_ORDER_NOSZ | RANS_ORDER_CAT;
+    if ((payload[0] & ~kFlagsWritten) != 0) return false;
     unsigned out_size = static_cast<unsigned>(out.size());
     return rans_uncompress_to_4x16(const_cast<uint8_t*>(payload.data()), static_cast<unsigned>(payload.size()), out.data(),
                                    &out_size) != nullptr &&

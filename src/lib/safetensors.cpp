@@ -56,7 +56,10 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, uint64_t dat
     const uint64_t end = json_u64((*offsets_it)[1], what + ": data_offsets[1]");
     if (end < begin) throw Error(what + ": data_offsets end " + std::to_string(end) + " is before begin " + std::to_string(begin));
     const auto bytes = tensor_bytes(t.dtype, numel);
-    if (!bytes) throw Error(what + ": " + std::to_string(numel) + " elements of " + std::string(dtype_info(t.dtype).name) + " do not make whole bytes");
+    if (!bytes)
+        throw Error(what + ": " + (dtype_info(t.dtype).bits == 4
+                                       ? std::to_string(numel) + " elements of F4 do not make whole bytes"
+                                       : std::string("the shape's byte count overflows 64 bits")));
     if (*bytes != end - begin)
         throw Error(what + ": shape and dtype make " + std::to_string(*bytes) + " bytes but data_offsets span " +
                     std::to_string(end - begin));
@@ -85,7 +88,15 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file
     // last one silently, and a duplicate tensor name makes the file ambiguous).
     std::set<std::string> keys;
     std::string duplicate;
+    // Nesting is bounded too: the JSON library's dump() and our callers
+    // recurse once per level, and a damaged header must not exhaust the stack.
+    constexpr int kMaxJsonDepth = 64;
+    bool too_deep = false;
     auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+        if (depth > kMaxJsonDepth) {
+            too_deep = true;
+            return false;  // drop the value: keeps the parsed document shallow
+        }
         if (depth == 1 && event == json::parse_event_t::key && !keys.insert(parsed.get<std::string>()).second)
             duplicate = parsed.get<std::string>();
         return true;
@@ -96,6 +107,8 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file
     } catch (const json::exception& e) {
         throw Error(what + ": header is not valid JSON: " + e.what());
     }
+    if (too_deep)
+        throw Error(what + ": the header's JSON is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     if (!root.is_object()) throw Error(what + ": not a safetensors file: the header is not a JSON object");
     if (!duplicate.empty()) throw Error(what + ": tensor name '" + duplicate + "' appears twice in the header");
 

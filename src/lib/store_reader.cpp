@@ -37,7 +37,7 @@ void validate_entry(const ChunkEntry& e, size_t i, uint64_t expected_offset, uin
     if (e.original_offset != expected_offset)
         throw Error(where + "starts at original offset " + std::to_string(e.original_offset) + " where " +
                     std::to_string(expected_offset) + " is expected (chunks must tile the data section)");
-    if (e.original_length == 0 || e.original_length > data_end - e.original_offset)
+    if (e.original_length == 0 || e.original_length > kMaxChunkBytes || e.original_length > data_end - e.original_offset)
         throw Error(where + "length " + std::to_string(e.original_length) + " does not fit the data section");
     if (e.original_length % element_bytes(e.decomposition) != 0)
         throw Error(where + "length " + std::to_string(e.original_length) + " is not a whole number of elements");
@@ -90,6 +90,9 @@ std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
                     std::to_string(sb.index.length) + " bytes");
     const std::vector<uint8_t> prefix = read_section(sb.prefix, "safetensors header");
     r->header_ = parse_safetensors(prefix, sb.original_size, path + " (stored header)");
+    if (r->header_.prefix.size() != sb.prefix.length)
+        throw Error(path + ": damaged: the stored safetensors header is " + std::to_string(sb.prefix.length) +
+                    " bytes but its length field makes it " + std::to_string(r->header_.prefix.size()));
     const std::vector<uint8_t> index = read_section(sb.index, "chunk index");
 
     const uint64_t data_begin = sb.prefix.length, data_end = sb.original_size;

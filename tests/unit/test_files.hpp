@@ -46,15 +46,21 @@ inline std::vector<uint8_t> make_safetensors(const std::vector<TestTensor>& tens
     uint64_t at = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
         const auto& t = tensors[i];
-        json += (i ? "," : "") + std::string("\"") + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[";
-        for (size_t d = 0; d < t.shape.size(); ++d) json += (d ? "," : "") + std::to_string(t.shape[d]);
+        // Appends, not `"," + std::string(...)`: g++ 12 warns falsely (-Wrestrict) on the latter.
+        if (i) json += ',';
+        json.append("\"").append(t.name).append("\":{\"dtype\":\"").append(t.dtype).append("\",\"shape\":[");
+        for (size_t d = 0; d < t.shape.size(); ++d) {
+            if (d) json += ',';
+            json += std::to_string(t.shape[d]);
+        }
         json += "],\"data_offsets\":[" + std::to_string(at) + "," + std::to_string(at + t.bytes.size()) + "]}";
         at += t.bytes.size();
     }
     json += "}";
     while (json.size() % 8) json += ' ';
-    std::vector<uint8_t> out(8);
-    for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(json.size() >> (8 * i));
+    std::vector<uint8_t> out;
+    out.reserve(8 + json.size() + at);
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(json.size() >> (8 * i)));
     out.insert(out.end(), json.begin(), json.end());
     for (const auto& t : tensors) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
     return out;

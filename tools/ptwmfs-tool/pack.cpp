@@ -55,7 +55,7 @@ int pack_main(Args& args) {
     }
     if (args.option("chunk-size", "", value)) {
         const auto size = parse_size(value);
-        if (!size || *size < 4096 || *size > (256u << 20)) throw UsageError{"--chunk-size takes 4K to 256M"};
+        if (!size || *size < 4096 || *size > kMaxChunkBytes) throw UsageError{"--chunk-size takes 4K to 256M"};
         opt.chunk_bytes = static_cast<uint32_t>(*size);
     }
     bool copy_bad = false;
