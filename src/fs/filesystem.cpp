@@ -15,6 +15,37 @@
 #include "ptwm/error.hpp"
 
 namespace ptwmfs {
+
+struct OpenFile {
+    explicit OpenFile(const Node& n) : node(n) {}
+    const Node& node;
+    UniqueFd fd;            // plain files: the file in the store directory
+    AccessPattern pattern;  // stores: for decode-ahead
+};
+
+Filesystem::Filesystem(const Tree& tree, ptwm::ChunkCache& cache, Prefetcher& prefetcher)
+    : tree_(tree), cache_(cache), prefetcher_(prefetcher) {}
+
+Filesystem::~Filesystem() = default;
+
+OpenFile* Filesystem::keep_open(std::unique_ptr<OpenFile> file) {
+    OpenFile* raw = file.get();
+    std::lock_guard lock(open_files_mutex_);
+    open_files_.emplace(raw, std::move(file));
+    return raw;
+}
+
+void Filesystem::release(OpenFile* file) {
+    std::unique_ptr<OpenFile> owned;  // destroyed (its fd closed) after the lock is dropped
+    {
+        std::lock_guard lock(open_files_mutex_);
+        auto it = open_files_.find(file);
+        if (it == open_files_.end()) return;
+        owned = std::move(it->second);
+        open_files_.erase(it);
+    }
+}
+
 namespace {
 
 // The store is immutable while mounted: the kernel may keep names and
@@ -26,13 +57,6 @@ constexpr std::string_view kStatsXattr = "user.ptwmfs.stats";
 constexpr size_t kStatsSizeSlack = 256;
 
 Filesystem& fs_of(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
-
-struct OpenFile {
-    explicit OpenFile(const Node& n) : node(n) {}
-    const Node& node;
-    UniqueFd fd;            // plain files: the file in the store directory
-    AccessPattern pattern;  // stores: for decode-ahead
-};
 
 OpenFile& open_file_of(const fuse_file_info* fi) { return *reinterpret_cast<OpenFile*>(fi->fh); }
 
@@ -140,8 +164,9 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // Keep the page cache across opens: the contents never change. No
     // direct_io: it would break shared mmap.
     fi->keep_cache = 1;
-    fi->fh = reinterpret_cast<uint64_t>(open_file.get());
-    if (fuse_reply_open(req, fi) == 0) open_file.release();  // freed in op_release
+    OpenFile* kept = fs.keep_open(std::move(open_file));
+    fi->fh = reinterpret_cast<uint64_t>(kept);
+    if (fuse_reply_open(req, fi) != 0) fs.release(kept);  // else freed in op_release or at exit
 }
 
 void read_plain(fuse_req_t req, Filesystem& fs, OpenFile& file, size_t size, off_t offset) {
@@ -213,7 +238,7 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_in
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-    delete &open_file_of(fi);
+    fs_of(req).release(&open_file_of(fi));
     fuse_reply_err(req, 0);
 }
 

@@ -4,6 +4,10 @@
 
 #include <fuse_lowlevel.h>
 
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
 #include "prefetcher.hpp"
 #include "ptwm/chunk_cache.hpp"
 #include "stats.hpp"
@@ -11,10 +15,12 @@
 
 namespace ptwmfs {
 
+struct OpenFile;
+
 class Filesystem {
 public:
-    Filesystem(const Tree& tree, ptwm::ChunkCache& cache, Prefetcher& prefetcher)
-        : tree_(tree), cache_(cache), prefetcher_(prefetcher) {}
+    Filesystem(const Tree& tree, ptwm::ChunkCache& cache, Prefetcher& prefetcher);
+    ~Filesystem();  // frees the files the kernel never released
 
     // The operations table; each callback finds this object as the
     // session's userdata.
@@ -27,11 +33,19 @@ public:
     Prefetcher& prefetcher() { return prefetcher_; }
     ReadStats& read_stats() { return read_stats_; }
 
+    // Open files are owned here, from open to release: a session that ends
+    // with files still open (SIGTERM, an aborted connection) gets no
+    // release for them.
+    OpenFile* keep_open(std::unique_ptr<OpenFile> file);
+    void release(OpenFile* file);
+
 private:
     const Tree& tree_;
     ptwm::ChunkCache& cache_;
     Prefetcher& prefetcher_;
     ReadStats read_stats_;
+    std::mutex open_files_mutex_;
+    std::unordered_map<OpenFile*, std::unique_ptr<OpenFile>> open_files_;
 };
 
 }  // namespace ptwmfs

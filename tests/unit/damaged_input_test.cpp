@@ -374,7 +374,7 @@ TEST_F(DamagedStore, UndamagedStoresOpenAndDecode) {
 }
 
 TEST_F(DamagedStore, TruncatedAtEverySectionBoundary) {
-    const ptwm::Superblock& sb = ptwm::StoreReader::open(packed_path_)->superblock();
+    const ptwm::Superblock sb = ptwm::StoreReader::open(packed_path_)->superblock();  // a copy: the reader is a temporary
     const uint64_t data_at = sb.prefix.offset + sb.prefix.stored_length;
     struct Cut {
         uint64_t size;
@@ -441,7 +441,7 @@ TEST_F(DamagedStore, IndexChecksumMismatch) {
 TEST_F(DamagedStore, CompressedIndexDamaged) {
     // The packed store keeps its index as a zstd frame: damage inside the
     // frame must be reported as index damage, whichever check catches it.
-    const ptwm::Superblock& sb = ptwm::StoreReader::open(packed_path_)->superblock();
+    const ptwm::Superblock sb = ptwm::StoreReader::open(packed_path_)->superblock();
     ASSERT_EQ(sb.index.codec, ptwm::Codec::zstd);
     Bytes b = packed_;
     for (uint64_t k = sb.index.offset + 4; k < sb.index.offset + sb.index.stored_length - 4; ++k) b[k] ^= 0x5A;
