@@ -3,6 +3,14 @@
 #include <cassert>
 #include <cstring>
 
+// target_clones resolves through an ifunc, which runs before ThreadSanitizer's
+// runtime is up and crashes it; TSan builds use the baseline code.
+#if defined(__SANITIZE_THREAD__)
+#define PTWM_AVX2_CLONE
+#else
+#define PTWM_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
+#endif
+
 namespace ptwm {
 namespace {
 
@@ -148,7 +156,7 @@ size_t plane_length(Decomposition d, size_t n, unsigned p) {
 
 // Built for AVX2 and for the baseline, chosen at load time: the byte
 // shuffles vectorise twice as wide where the CPU has it.
-__attribute__((target_clones("avx2", "default")))
+PTWM_AVX2_CLONE
 void split(Decomposition d, std::span<const uint8_t> in, std::span<uint8_t* const> planes) {
     assert(planes.size() == plane_count(d) && in.size() % element_bytes(d) == 0);
     const uint8_t* src = in.data();
@@ -186,7 +194,7 @@ void split(Decomposition d, std::span<const uint8_t> in, std::span<uint8_t* cons
     }
 }
 
-__attribute__((target_clones("avx2", "default")))
+PTWM_AVX2_CLONE
 void merge(Decomposition d, std::span<const uint8_t* const> planes, std::span<uint8_t> out) {
     assert(planes.size() == plane_count(d) && out.size() % element_bytes(d) == 0);
     uint8_t* dst = out.data();
