@@ -1,10 +1,10 @@
 #include "ptwm/chunk_codec.hpp"
 
-#include <xxhash.h>
 
 #include <array>
 #include <limits>
 
+#include "ptwm/checksum.hpp"
 #include "ptwm/error.hpp"
 #include "ptwm/fp4_groups.hpp"
 
@@ -52,7 +52,7 @@ std::array<uint8_t*, kMaxPlanes> split_to_scratch(Decomposition d, std::span<con
 
 }  // namespace
 
-uint64_t chunk_checksum(std::span<const uint8_t> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+uint64_t chunk_checksum(std::span<const uint8_t> bytes) { return xxh3(bytes.data(), bytes.size()); }
 
 EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt,
                           std::span<const uint8_t> scales) {

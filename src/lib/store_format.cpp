@@ -1,10 +1,10 @@
 #include "ptwm/store_format.hpp"
 
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "ptwm/checksum.hpp"
 #include "ptwm/error.hpp"
 
 namespace ptwm {
@@ -50,7 +50,7 @@ uint64_t ChunkEntry::stored_length() const {
 
 std::vector<uint8_t> encode_section(std::span<const uint8_t> bytes, Section& section) {
     section.length = bytes.size();
-    section.checksum = XXH3_64bits(bytes.data(), bytes.size());
+    section.checksum = xxh3(bytes.data(), bytes.size());
     std::vector<uint8_t> zstd = encode_with(Codec::zstd, bytes, kSectionZstdLevel);
     if (zstd.size() < bytes.size()) {
         section.codec = Codec::zstd;
@@ -70,7 +70,7 @@ std::vector<uint8_t> decode_section(std::span<const uint8_t> stored, const Secti
     } catch (const CorruptData& e) {
         throw Error(what + ": the " + name + " is damaged: " + e.what());
     }
-    if (XXH3_64bits(out.data(), out.size()) != section.checksum)
+    if (xxh3(out.data(), out.size()) != section.checksum)
         throw Error(what + ": the " + name + " is damaged (checksum mismatch)");
     return out;
 }
@@ -87,7 +87,7 @@ void encode_superblock(const Superblock& sb, std::span<uint8_t, kSuperblockBytes
     put_section(p + 64, sb.index);
     p[96] = static_cast<uint8_t>(sb.prefix.codec);
     p[97] = static_cast<uint8_t>(sb.index.codec);
-    put_u64(p + kSuperblockChecksumAt, XXH3_64bits(p, kSuperblockChecksumAt));
+    put_u64(p + kSuperblockChecksumAt, xxh3(p, kSuperblockChecksumAt));
 }
 
 Superblock decode_superblock(std::span<const uint8_t, kSuperblockBytes> in, const std::string& what) {
@@ -99,7 +99,7 @@ Superblock decode_superblock(std::span<const uint8_t, kSuperblockBytes> in, cons
     if (sb.version != kStoreVersion)
         throw Error(what + ": store format version " + std::to_string(sb.version) + " is not supported (this build reads version " +
                     std::to_string(kStoreVersion) + ")");
-    if (get_u64(p + kSuperblockChecksumAt) != XXH3_64bits(p, kSuperblockChecksumAt))
+    if (get_u64(p + kSuperblockChecksumAt) != xxh3(p, kSuperblockChecksumAt))
         throw Error(what + ": superblock checksum mismatch (the store's first " + std::to_string(kSuperblockBytes) +
                     " bytes are damaged)");
     sb.flags = get_u32(p + 12);
