@@ -21,6 +21,9 @@ public:
     uint64_t size() const;
     // Fill `out` from `offset` or throw Error naming the file and offset.
     void read_exact(uint64_t offset, std::span<uint8_t> out) const;
+    // Fill `out` from `offset` up to the end of the file; returns the bytes
+    // read (fewer only at the end). Throws Error on an I/O failure.
+    size_t read_up_to(uint64_t offset, std::span<uint8_t> out) const;
     // Give up ownership of the descriptor (the caller closes it).
     int release() {
         const int fd = fd_;

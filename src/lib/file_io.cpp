@@ -27,7 +27,7 @@ uint64_t File::size() const {
     return static_cast<uint64_t>(st.st_size);
 }
 
-void File::read_exact(uint64_t offset, std::span<uint8_t> out) const {
+size_t File::read_up_to(uint64_t offset, std::span<uint8_t> out) const {
     size_t done = 0;
     while (done < out.size()) {
         const ssize_t r = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
@@ -35,11 +35,17 @@ void File::read_exact(uint64_t offset, std::span<uint8_t> out) const {
             if (errno == EINTR) continue;
             throw_errno(path_, "read failed at offset " + std::to_string(offset + done));
         }
-        if (r == 0)
-            throw Error(path_ + ": truncated: " + std::to_string(out.size()) + " bytes expected at offset " +
-                        std::to_string(offset) + ", the file ends at " + std::to_string(offset + done));
+        if (r == 0) break;
         done += static_cast<size_t>(r);
     }
+    return done;
+}
+
+void File::read_exact(uint64_t offset, std::span<uint8_t> out) const {
+    const size_t done = read_up_to(offset, out);
+    if (done < out.size())
+        throw Error(path_ + ": truncated: " + std::to_string(out.size()) + " bytes expected at offset " +
+                    std::to_string(offset) + ", the file ends at " + std::to_string(offset + done));
 }
 
 AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(std::move(path)) {
