@@ -8,6 +8,7 @@
 
 #include "ptwm/codec.hpp"
 #include "ptwm/decomposition.hpp"
+#include "ptwm/safetensors.hpp"
 #include "ptwm/store_format.hpp"
 
 namespace ptwm {
@@ -19,13 +20,19 @@ struct EncodedChunk {
 
 // `bytes.size()` must be a multiple of element_bytes(d). Grouped FP4
 // decompositions take the chunk's block scales (one per block_bytes(d)).
+// `layout` (with its dtype) lets the context models be tried.
 EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt,
-                          std::span<const uint8_t> scales = {});
+                          std::span<const uint8_t> scales = {}, const TensorLayout& layout = {});
 
 // Decode a chunk's payload into `out` (entry.original_length bytes) and check
-// the entry's checksum. Throws CorruptData saying what failed.
+// the entry's checksum. Throws CorruptData saying what failed. `layout`: the
+// one the chunk was encoded with (the context models need it).
 void decode_chunk_payload(const ChunkEntry& entry, std::span<const uint8_t> payload, std::span<uint8_t> out,
-                          std::span<const uint8_t> scales = {});
+                          std::span<const uint8_t> scales = {}, const TensorLayout& layout = {});
+
+// The layout of the chunk at file offset `chunk_offset` (absolute, as
+// TensorInfo::begin) of tensor `t`.
+TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset);
 
 // The decomposition among `candidates` whose planes have the smallest summed
 // order-0 bound on `sample` (a prefix of the tensor's bytes; `scales` the

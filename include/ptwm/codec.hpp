@@ -6,9 +6,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
+
+#include "ptwm/dtype.hpp"
 
 namespace ptwm {
 
@@ -20,10 +23,26 @@ enum class Codec : uint8_t {
     rans0 = 3,      // order-0 rANS, 32 interleaved states (htscodecs rANS Nx16)
     rans1 = 4,      // order-1 rANS (context = previous byte), for scale tensors
     adaptive = 5,   // adaptive binary range coder: no table to store, for small planes
+    scale_model = 6,  // context model for block scales (E8M0): needs the tensor's layout
+    f8_model = 7,     // context model for whole FP8 E4M3 bytes: needs the tensor's layout
+};
+
+// Where a chunk's bytes sit in their tensor. The context models take their
+// contexts from it, so a chunk coded with one decodes only with the same
+// layout; the other codecs ignore it.
+struct TensorLayout {
+    std::span<const uint64_t> shape;  // the safetensors shape
+    uint64_t offset = 0;              // the chunk's first byte in the tensor
+    std::optional<DType> dtype;       // encoder only: which models may be tried
 };
 
 bool is_known(Codec c);
 std::string_view name(Codec c);
+
+// The FP8 context model decodes at about 10 MB/s, a hundred times slower
+// than rANS, for 1-2% less: it is tried only from this level, where size is
+// what was asked for.
+inline constexpr int kContextModelLevel = 7;
 
 struct EncodeOptions {
     int level = 3;  // ptwmfs-tool --level, 1 (fastest) .. 9 (smallest)
@@ -35,15 +54,19 @@ struct EncodedPlane {
 };
 
 // Encode one plane with the best codec the level allows.
-EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& opt);
+// `whole`: the plane is a chunk's bytes as they are (stream decomposition),
+// so the context models for its dtype may be tried.
+EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& opt, const TensorLayout* whole = nullptr);
 // Encode with one given codec (tests, benchmarks). Throws Error if the codec
 // cannot represent the plane (constant on a plane of two values).
-std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zstd_level = 3);
+std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zstd_level = 3,
+                                 const TensorLayout& layout = {});
 
 // Decode `payload` into exactly out.size() bytes. Throws CorruptData (with a
 // message that does not name the file: the caller adds where) when the
 // payload is malformed or decodes to another length.
-void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> out);
+// The context models need the layout the plane was encoded with.
+void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout = {});
 
 using Histogram = std::array<uint64_t, 256>;
 void add_to_histogram(std::span<const uint8_t> bytes, Histogram& h);

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "ptwm/file_io.hpp"
 #include "ptwm/safetensors.hpp"
 #include "ptwm/store_format.hpp"
 
@@ -43,6 +45,8 @@ public:
     void decode_chunk(size_t i, std::span<uint8_t> out) const;
     // The block scales a grouped chunk decodes with (empty for other chunks).
     std::vector<uint8_t> chunk_scales(size_t i) const;
+    // The tensor layout chunk i decodes with (decode_chunk_payload).
+    TensorLayout chunk_layout(size_t i) const;
     // Whether chunk i is one raw plane: its bytes can be pread as they are.
     bool chunk_is_raw(size_t i) const;
 
@@ -58,7 +62,7 @@ private:
     // The block scales of grouped chunk i, decoded from its scale tensor.
     void read_scales(size_t i, std::vector<uint8_t>& scales) const;
     std::string path_;
-    int fd_ = -1;
+    std::optional<File> file_;
     uint64_t file_size_ = 0;
     Superblock sb_;
     SafetensorsHeader header_;

@@ -54,8 +54,12 @@ std::array<uint8_t*, kMaxPlanes> split_to_scratch(Decomposition d, std::span<con
 
 uint64_t chunk_checksum(std::span<const uint8_t> bytes) { return xxh3(bytes.data(), bytes.size()); }
 
+TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset) {
+    return {t.shape, chunk_offset - t.begin, t.dtype};
+}
+
 EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt,
-                          std::span<const uint8_t> scales) {
+                          std::span<const uint8_t> scales, const TensorLayout& where) {
     if (bytes.size() > std::numeric_limits<uint32_t>::max()) throw Error("chunk larger than 4 GiB");
     if (is_grouped(d) && scales.size() * block_bytes(d) != bytes.size())
         throw Error("a grouped FP4 chunk needs one scale per block");
@@ -70,16 +74,23 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
     const PlaneLayout l = layout(d, bytes.size(), scales, e.group_base);
     const auto planes = split_to_scratch(d, bytes, l, scales, e.group_base);
     for (unsigned p = 0; p < l.count; ++p) {
-        auto coded = encode_plane({planes[p], l.length[p]}, opt);
+        auto coded = encode_plane({planes[p], l.length[p]}, opt, d == Decomposition::stream ? &where : nullptr);
         e.codec[p] = coded.codec;
         e.payload_length[p] = static_cast<uint32_t>(coded.payload.size());
         out.payload.insert(out.payload.end(), coded.payload.begin(), coded.payload.end());
+    }
+    // The FP8 context model codes whole bytes, so at the levels that try it
+    // the whole-byte decomposition competes too: the plan chose between the
+    // decompositions by their order-0 bounds, which cannot see the model's gain.
+    if (where.dtype == DType::F8_E4M3 && d != Decomposition::stream && opt.level >= kContextModelLevel) {
+        EncodedChunk whole = encode_chunk(bytes, Decomposition::stream, opt, {}, where);
+        if (whole.payload.size() < out.payload.size()) return whole;
     }
     return out;
 }
 
 void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload, std::span<uint8_t> out,
-                          std::span<const uint8_t> scales) {
+                          std::span<const uint8_t> scales, const TensorLayout& where) {
     if (out.size() != e.original_length || payload.size() != e.stored_length())
         throw CorruptData("chunk buffer sizes disagree with the index");
     const Decomposition d = e.decomposition;
@@ -102,7 +113,7 @@ void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload,
         }
         const auto buf = t_scratch.plane(p, n);
         try {
-            decode_plane(e.codec[p], coded, buf);
+            decode_plane(e.codec[p], coded, buf, where);
         } catch (const CorruptData& err) {
             throw CorruptData("plane " + std::to_string(p) + ": " + err.what());
         }

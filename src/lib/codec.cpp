@@ -12,6 +12,7 @@
 #include "ptwm/error.hpp"
 #include "rans.hpp"
 #include "scratch.hpp"
+#include "tensor_models.hpp"
 
 namespace ptwm {
 namespace {
@@ -28,6 +29,9 @@ constexpr double kZstdSampleWin = 0.9;
 constexpr size_t kAdaptiveMax = 4u << 10;
 // ... and it decodes some fifty times slower than rANS, so it must win by more.
 constexpr double kAdaptiveMargin = 0.05;
+// The scale model decodes at about 50 MB/s: tried on low-entropy byte planes
+// up to this size (block scale tensors are 1/16 or 1/32 of their blocks).
+constexpr size_t kScaleModelMax = 1u << 20;
 
 int zstd_level_for(int level) {
     static constexpr std::array<int, 10> kMap = {1, 1, 1, 3, 5, 7, 9, 12, 16, 19};
@@ -55,7 +59,7 @@ bool all_equal(std::span<const uint8_t> plane) {
 
 }  // namespace
 
-bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::adaptive); }
+bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::f8_model); }
 
 std::string_view name(Codec c) {
     switch (c) {
@@ -65,6 +69,8 @@ std::string_view name(Codec c) {
         case Codec::rans0: return "rans0";
         case Codec::rans1: return "rans1";
         case Codec::adaptive: return "adaptive";
+        case Codec::scale_model: return "scale-model";
+        case Codec::f8_model: return "f8-model";
     }
     return "unknown";
 }
@@ -111,7 +117,7 @@ double order0_nibble_bits(std::span<const uint8_t> bytes) {
     return bits;
 }
 
-std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zstd_level) {
+std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zstd_level, const TensorLayout& layout) {
     switch (c) {
         case Codec::raw: return {plane.begin(), plane.end()};
         case Codec::constant:
@@ -121,11 +127,13 @@ std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zs
         case Codec::rans0:
         case Codec::rans1: return rans_encode(c, plane);
         case Codec::adaptive: return adaptive::encode_bytes(plane, 0);
+        case Codec::scale_model: return models::encode_scales(plane, layout);
+        case Codec::f8_model: return models::encode_f8(plane, layout);
     }
     throw Error("unknown codec " + std::to_string(static_cast<int>(c)));
 }
 
-EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& opt) {
+EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& opt, const TensorLayout* whole) {
     const size_t n = plane.size();
     if (n == 0) return {Codec::raw, {}};
     if (all_equal(plane)) return {Codec::constant, {plane[0]}};
@@ -164,12 +172,22 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     if (opt.level >= 2 && n <= kAdaptiveMax &&
         static_cast<double>(best_size) - bound_bytes > kAdaptiveMargin * static_cast<double>(n))
         consider(Codec::adaptive, adaptive::encode_bytes(plane, 0), kAdaptiveMargin);
+    // The context models, where the plane is a whole tensor's bytes of their dtype.
+    if (whole && whole->dtype) {
+        const DType t = *whole->dtype;
+        if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax &&
+            bound_bytes < static_cast<double>(n) / 2)
+            consider(Codec::scale_model, models::encode_scales(plane, *whole));
+        // Any saving is worth its decode time at these levels.
+        if (t == DType::F8_E4M3 && opt.level >= kContextModelLevel)
+            consider(Codec::f8_model, models::encode_f8(plane, *whole), 0);
+    }
 
     if (best.codec == Codec::raw) best.payload.assign(plane.begin(), plane.end());
     return best;
 }
 
-void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> out) {
+void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
     switch (c) {
         case Codec::raw:
             if (payload.size() != out.size())
@@ -197,6 +215,8 @@ void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> 
             return;
         }
         case Codec::adaptive: adaptive::decode_bytes(payload, out); return;
+        case Codec::scale_model: models::decode_scales(payload, out, layout); return;
+        case Codec::f8_model: models::decode_f8(payload, out, layout); return;
     }
     throw CorruptData("unknown codec id " + std::to_string(static_cast<int>(c)));
 }

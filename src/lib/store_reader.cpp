@@ -122,13 +122,11 @@ std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
     if (expected_offset != data_end)
         throw Error(path + ": the chunks cover the data section up to " + std::to_string(expected_offset) + " of " +
                     std::to_string(data_end) + " bytes");
-    r->fd_ = f.release();
+    r->file_.emplace(std::move(f));
     return r;
 }
 
-StoreReader::~StoreReader() {
-    if (fd_ >= 0) ::close(fd_);
-}
+StoreReader::~StoreReader() = default;
 
 size_t StoreReader::find_chunk(uint64_t offset) const {
     auto it = std::upper_bound(chunks_.begin(), chunks_.end(), offset,
@@ -168,6 +166,10 @@ void StoreReader::read_scales(size_t i, std::vector<uint8_t>& scales) const {
     }
 }
 
+TensorLayout StoreReader::chunk_layout(size_t i) const {
+    return tensor_layout(header_.tensors[chunks_[i].tensor], chunks_[i].original_offset);
+}
+
 std::vector<uint8_t> StoreReader::chunk_scales(size_t i) const {
     std::vector<uint8_t> scales;
     if (is_grouped(chunks_[i].decomposition)) read_scales(i, scales);
@@ -179,18 +181,12 @@ void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out) const {
     // Scales first: fetching them decodes other chunks through t_payload.
     if (is_grouped(e.decomposition)) read_scales(i, t_scales);
     t_payload.resize(e.stored_length());
-    size_t done = 0;
-    while (done < t_payload.size()) {
-        const ssize_t r = ::pread(fd_, t_payload.data() + done, t_payload.size() - done,
-                                  static_cast<off_t>(e.stored_offset + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) throw_errno(path_, "read failed at offset " + std::to_string(e.stored_offset + done));
-        if (r == 0) throw CorruptData(describe_chunk(i) + ": the store is truncated");
-        done += static_cast<size_t>(r);
-    }
+    if (file_->read_up_to(e.stored_offset, t_payload) < t_payload.size())
+        throw CorruptData(describe_chunk(i) + ": the store is truncated");
     try {
-        decode_chunk_payload(e, t_payload, out, is_grouped(e.decomposition) ? std::span<const uint8_t>(t_scales)
-                                                                            : std::span<const uint8_t>());
+        decode_chunk_payload(e, t_payload, out,
+                             is_grouped(e.decomposition) ? std::span<const uint8_t>(t_scales) : std::span<const uint8_t>(),
+                             chunk_layout(i));
     } catch (const CorruptData& err) {
         throw CorruptData(describe_chunk(i) + ": " + err.what());
     }

@@ -102,7 +102,7 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
             try {
                 const auto scales = planned_chunk_scales(header, c, read);
                 encoded[k] = encode_chunk(std::span(input).subspan(c.offset - begin, c.length), c.decomposition,
-                                          opt.encode, scales);
+                                          opt.encode, scales, tensor_layout(header.tensors[c.tensor], c.offset));
             } catch (const Error& e) {
                 throw Error(src + ": tensor '" + header.tensors[c.tensor].name + "' at offset " + std::to_string(c.offset) +
                             ": " + e.what());

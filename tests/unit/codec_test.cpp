@@ -138,5 +138,46 @@ TEST(Codec, RansPayloadsAreReadableByHtscodecsPublicApi) {
     }
 }
 
+// The context models decode any bytes they encoded, under any layout and
+// chunk offset (contexts only shape the probabilities), including values far
+// from the rest (the scale model's escape code) and every byte value (FP8).
+TEST(ContextModels, RoundTripEveryValueUnderEveryLayout) {
+    std::mt19937 rng(5);
+    std::vector<std::vector<uint8_t>> planes = {
+        {7}, std::vector<uint8_t>(300, 127), skewed_bytes(4608, 2), {0, 255, 0, 255, 128, 1, 254},
+    };
+    std::vector<uint8_t> any(5000);
+    for (auto& b : any) b = static_cast<uint8_t>(rng());
+    planes.push_back(any);
+    const std::vector<std::vector<uint64_t>> shapes = {{}, {4608}, {3, 3, 16, 32}, {3, 3, 128, 4}, {64, 1}, {0}};
+    for (const auto& plane : planes)
+        for (const auto& shape : shapes)
+            for (uint64_t offset : {uint64_t{0}, uint64_t{4096}, uint64_t{12345}})
+                for (Codec c : {Codec::scale_model, Codec::f8_model}) {
+                    const TensorLayout layout{shape, offset, std::nullopt};
+                    const auto payload = encode_with(c, plane, 3, layout);
+                    std::vector<uint8_t> out(plane.size());
+                    decode_plane(c, payload, out, layout);
+                    ASSERT_EQ(out, plane) << name(c) << " plane of " << plane.size() << " at offset " << offset;
+                }
+}
+
+
+TEST(ContextModels, BlockScalesWithChannelLevelsGoToTheScaleModelBelowTheirBound) {
+    // [3, 3, 64, 1]: each input channel keeps its level across kernel taps.
+    std::mt19937 rng(9);
+    std::vector<uint8_t> level(64), scales(3 * 3 * 64);
+    for (auto& l : level) l = static_cast<uint8_t>(118 + rng() % 5);
+    for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<uint8_t>(level[i % 64] + (rng() % 8 == 0));
+    const std::vector<uint64_t> flat = {scales.size()};  // the period is found, not read from the shape
+    const TensorLayout layout{flat, 0, DType::F8_E8M0};
+    const auto coded = encode_plane(scales, {}, &layout);
+    EXPECT_EQ(coded.codec, Codec::scale_model);
+    EXPECT_LT(static_cast<double>(coded.payload.size()), order0_bits(scales) / 8);
+    std::vector<uint8_t> out(scales.size());
+    decode_plane(coded.codec, coded.payload, out, layout);
+    EXPECT_EQ(out, scales);
+}
+
 }  // namespace
 }  // namespace ptwm

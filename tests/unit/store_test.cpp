@@ -2,7 +2,9 @@
 // dtype and for any range a reader asks for.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <set>
 
 #include "ptwm/error.hpp"
 #include "ptwm/safetensors.hpp"
@@ -157,4 +159,40 @@ TEST(Safetensors, HeaderIsKeptVerbatimAndTensorsSortedByOffset) {
 }
 
 }  // namespace
+// The context models (FP8 bytes at the slow levels, block scales at every
+// level) take contexts from the tensor's shape and the chunk's place in it:
+// a store whose F8 tensor spans several chunks and whose scale tensors are
+// shaped and flat must decode byte for byte, and the models must be used.
+TEST(Store, ContextModelledTensorsRoundTripAcrossChunks) {
+    TempDir dir;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0, 1);
+    // F8_E4M3-like bytes with per-channel magnitudes: [3, 3, 16, 64].
+    std::vector<uint8_t> f8(3 * 3 * 16 * 64);
+    for (size_t i = 0; i < f8.size(); ++i) {
+        const int e = std::clamp(6 + static_cast<int>(i / 64 % 16 / 4) + static_cast<int>(normal(rng)), 0, 15);
+        f8[i] = static_cast<uint8_t>((rng() & 0x80) | e << 3 | (rng() & 7));
+    }
+    // Block scales with channel levels, shaped [3, 3, 16, 2] and flat.
+    std::vector<uint8_t> scales(3 * 3 * 16 * 2);
+    for (size_t i = 0; i < scales.size(); ++i)
+        scales[i] = static_cast<uint8_t>(120 + i / 2 % 16 / 5 + (rng() % 4 == 0));
+    const auto original = test::make_safetensors({{"w", "F8_E4M3", {3, 3, 16, 64}, f8},
+                                                  {"s4", "U8", {3, 3, 16, 2}, scales},
+                                                  {"s1", "U8", {scales.size()}, scales}});
+    test::write_file(dir / "m.safetensors", original);
+    PackOptions opt;
+    opt.encode.level = 9;
+    opt.chunk_bytes = 2048;  // the F8 tensor in several chunks
+    pack_file(dir / "m.safetensors", dir / "m.ptwm", opt);
+    const auto store = StoreReader::open(dir / "m.ptwm");
+    std::vector<uint8_t> back(original.size());
+    store->read(0, back);
+    EXPECT_EQ(back, original);
+    std::set<Codec> used;
+    for (size_t i = 0; i < store->chunk_count(); ++i) used.insert(store->chunk(i).codec[0]);
+    EXPECT_TRUE(used.count(Codec::f8_model)) << "the FP8 model is never chosen at level 9";
+    EXPECT_TRUE(used.count(Codec::scale_model)) << "the scale model is never chosen";
+}
+
 }  // namespace ptwm

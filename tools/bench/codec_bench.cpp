@@ -191,7 +191,9 @@ double time_encode(std::span<const uint8_t> file, const ptwm::SafetensorsHeader&
     ptwm::parallel_for(plan.size(), threads, [&](size_t i) {
         const ptwm::PlannedChunk& c = plan[i];
         const auto scales = ptwm::planned_chunk_scales(h, c, read);
-        sizes[i] = ptwm::encode_chunk(file.subspan(c.offset, c.length), c.decomposition, opt, scales).payload.size();
+        sizes[i] = ptwm::encode_chunk(file.subspan(c.offset, c.length), c.decomposition, opt, scales,
+                                      ptwm::tensor_layout(h.tensors[c.tensor], c.offset))
+                       .payload.size();
     });
     const double s = seconds_since(start);
     if (stored_bytes) {
@@ -232,7 +234,7 @@ double time_decode_payload(const ptwm::StoreReader& store, std::span<const uint8
     ptwm::parallel_for(store.chunk_count(), threads, [&](size_t i) {
         const ptwm::ChunkEntry& e = store.chunk(i);
         ptwm::decode_chunk_payload(e, store_bytes.subspan(e.stored_offset, e.stored_length()),
-                                   out.subspan(e.original_offset, e.original_length), scales[i]);
+                                   out.subspan(e.original_offset, e.original_length), scales[i], store.chunk_layout(i));
     });
     return seconds_since(start);
 }

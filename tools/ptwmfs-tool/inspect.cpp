@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "ptwm/fp4_groups.hpp"
 #include "ptwm/plane_stats.hpp"
 #include "ptwm/store_reader.hpp"
 
@@ -16,7 +17,8 @@ constexpr const char* kHelp =
     "\n"
     "Print, per tensor: dtype, shape, decomposition, and per plane the codecs used,\n"
     "plane bytes, stored bytes, ratio and the plane's order-0 entropy bound taken\n"
-    "over the whole tensor; then the file's totals.\n"
+    "over the whole tensor; then the file's totals, and separately those of the\n"
+    "FP4 block tensors and of their block scale tensors (paired by name).\n"
     "\n"
     "options:\n"
     "  --json     one JSON document instead of a table\n"
@@ -38,6 +40,20 @@ int inspect_main(Args& args) {
     const auto& tensors = store->header().tensors;
 
     const std::vector<TensorStats> stats = collect_plane_stats(*store);
+    // FP4 weights and their block scales, paired as the packer pairs them:
+    // their ratios are reported apart, since the scales are where FP4 saves.
+    enum class Role { other, fp4_blocks, block_scales };
+    std::vector<Role> roles(tensors.size(), Role::other);
+    for (uint32_t t = 0; t < tensors.size(); ++t)
+        if (const auto pair = find_scale_pair(store->header(), t)) {
+            roles[t] = Role::fp4_blocks;
+            roles[pair->scale_tensor] = Role::block_scales;
+        }
+    struct Totals {
+        size_t tensors = 0;
+        double original = 0, stored = 0, bound = 0;
+    };
+    Totals role_totals[3];
 
     nlohmann::json doc;
     doc["file"] = path;
@@ -55,12 +71,18 @@ int inspect_main(Args& args) {
                          {"original_bytes", s.original_bytes},
                          {"stored_bytes", s.stored_bytes},
                          {"ratio", ratio(static_cast<double>(s.stored_bytes), static_cast<double>(s.original_bytes))}};
+        if (roles[t] != Role::other) j["role"] = roles[t] == Role::fp4_blocks ? "fp4-blocks" : "block-scales";
+        Totals& rt = role_totals[static_cast<int>(roles[t])];
+        ++rt.tensors;
+        rt.original += static_cast<double>(s.original_bytes);
+        rt.stored += static_cast<double>(s.stored_bytes);
         auto& jp = j["planes"] = nlohmann::json::array();
         for (size_t p = 0; p < s.planes.size(); ++p) {
             const PlaneStats& ps = s.planes[p];
             if (ps.plane_bytes == 0) continue;  // a scale group no block fell in
             const double bound = order0_bits(ps.histogram) / 8;
             bound_total += bound;
+            rt.bound += bound;
             jp.push_back({{"plane", p},
                           {"codecs", ps.codecs},
                           {"plane_bytes", ps.plane_bytes},
@@ -74,6 +96,17 @@ int inspect_main(Args& args) {
     doc["ratio"] = ratio(static_cast<double>(store->stored_size()), static_cast<double>(store->original_size()));
     doc["order0_bound_bytes"] = bound_total;
     doc["order0_bound_ratio"] = ratio(bound_total, static_cast<double>(store->original_size()));
+    const std::pair<Role, const char*> kRoleNames[] = {{Role::fp4_blocks, "fp4_blocks"}, {Role::block_scales, "block_scales"}};
+    for (const auto& [role, key] : kRoleNames) {
+        const Totals& rt = role_totals[static_cast<int>(role)];
+        if (rt.tensors == 0) continue;
+        doc[key] = {{"tensors", rt.tensors},
+                    {"original_bytes", rt.original},
+                    {"stored_bytes", rt.stored},
+                    {"ratio", ratio(rt.stored, rt.original)},
+                    {"order0_bound_bytes", rt.bound},
+                    {"order0_bound_ratio", ratio(rt.bound, rt.original)}};
+    }
     if (list_chunks) {
         auto& jc = doc["chunks"] = nlohmann::json::array();
         for (size_t i = 0; i < store->chunk_count(); ++i) {
@@ -114,6 +147,14 @@ int inspect_main(Args& args) {
                 static_cast<unsigned long long>(store->original_size()), static_cast<unsigned long long>(store->stored_size()),
                 doc["ratio"].get<double>(), doc["order0_bound_ratio"].get<double>(),
                 static_cast<unsigned long long>(store->prefix().size()));
+    for (const char* key : {"fp4_blocks", "block_scales"})
+        if (doc.contains(key)) {
+            const auto& r = doc[key];
+            std::printf("  %-13s %4zu tensors: %.0f -> %.0f bytes, ratio %.4f; order-0 per-plane bound %.4f\n",
+                        std::string(key).replace(std::string(key).find('_'), 1, " ").c_str(), r["tensors"].get<size_t>(),
+                        r["original_bytes"].get<double>(), r["stored_bytes"].get<double>(), r["ratio"].get<double>(),
+                        r["order0_bound_ratio"].get<double>());
+        }
     if (list_chunks)
         for (const auto& c : doc["chunks"])
             std::printf("chunk %llu %s original %llu+%u stored %llu+%llu\n", c["index"].get<unsigned long long>(),
