@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -46,6 +47,37 @@ void Filesystem::release(OpenFile* file) {
     }
 }
 
+int Filesystem::shared_fd(const Node& node) {
+    std::lock_guard lock(shared_fds_mutex_);
+    auto it = shared_fds_.find(node.ino);
+    if (it != shared_fds_.end()) return it->second.get();
+    UniqueFd fd = tree_.open_regular(node);
+    if (!fd) return -1;
+    return shared_fds_.emplace(node.ino, std::move(fd)).first->second.get();
+}
+
+AccessPattern& Filesystem::stream_pattern(const Node& node, uint64_t offset, uint64_t length) {
+    // As the prefetcher's reorder slack: readahead requests arrive out of order.
+    constexpr uint64_t kSlack = 4ull << 20;
+    std::lock_guard lock(streams_mutex_);
+    auto& set = streams_[node.ino];
+    if (!set) set = std::make_unique<StreamSet>();
+    size_t pick = StreamSet::kStreams;
+    for (size_t i = 0; i < StreamSet::kStreams && pick == StreamSet::kStreams; ++i) {
+        if (set->last_used[i] != 0 && offset + kSlack >= set->next_offset[i] && offset <= set->next_offset[i] + kSlack)
+            pick = i;
+    }
+    const bool continues = pick != StreamSet::kStreams;
+    if (!continues) {
+        pick = 0;
+        for (size_t i = 1; i < StreamSet::kStreams; ++i)
+            if (set->last_used[i] < set->last_used[pick]) pick = i;
+    }
+    set->last_used[pick] = ++set->clock;
+    set->next_offset[pick] = continues ? std::max(set->next_offset[pick], offset + length) : offset + length;
+    return set->patterns[pick];
+}
+
 namespace {
 
 // The store is immutable while mounted: the kernel may keep names and
@@ -60,7 +92,11 @@ Filesystem& fs_of(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_us
 
 OpenFile& open_file_of(const fuse_file_info* fi) { return *reinterpret_cast<OpenFile*>(fi->fh); }
 
-void op_init(void*, fuse_conn_info* conn) {
+void op_init(void* userdata, fuse_conn_info* conn) {
+    // Files open without a round trip to us where the kernel allows it
+    // (see Filesystem::stateless_open). Its default for such opens is
+    // keep_cache, as we would answer.
+    static_cast<Filesystem*>(userdata)->set_stateless_open((conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0);
     // libfuse's default max_write (1 MiB, its buffer size) also sets the
     // kernel's max_pages, which allows read requests of up to 1 MiB:
     // fewer, larger requests make sequential reads much faster.
@@ -153,6 +189,12 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         fuse_reply_err(req, EROFS);
         return;
     }
+    if (fs.stateless_open()) {
+        // Success, and no more opens or releases for this connection: the
+        // read-only mount makes the kernel refuse writable opens itself.
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     auto open_file = std::make_unique<OpenFile>(*node);
     if (node->kind == NodeKind::regular) {
         open_file->fd = fs.tree().open_regular(*node);
@@ -169,12 +211,17 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (fuse_reply_open(req, fi) != 0) fs.release(kept);  // else freed in op_release or at exit
 }
 
-void read_plain(fuse_req_t req, Filesystem& fs, OpenFile& file, size_t size, off_t offset) {
+void read_plain(fuse_req_t req, Filesystem& fs, int fd, size_t size, off_t offset) {
+    if (fd < 0) {
+        ++fs.read_stats().errors;
+        fuse_reply_err(req, errno);
+        return;
+    }
     thread_local std::vector<uint8_t> buffer;
     if (buffer.size() < size) buffer.resize(size);
     ssize_t got;
     do {
-        got = pread(file.fd.get(), buffer.data(), size, offset);
+        got = pread(fd, buffer.data(), size, offset);
     } while (got < 0 && errno == EINTR);
     if (got < 0) {
         ++fs.read_stats().errors;
@@ -185,8 +232,8 @@ void read_plain(fuse_req_t req, Filesystem& fs, OpenFile& file, size_t size, off
     fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), static_cast<size_t>(got));
 }
 
-void read_store(fuse_req_t req, Filesystem& fs, OpenFile& file, size_t size, off_t offset) {
-    const StoreFile& store = *file.node.store;
+void read_store(fuse_req_t req, Filesystem& fs, const Node& node, OpenFile* file, size_t size, off_t offset) {
+    const StoreFile& store = *node.store;
     ReadStats& stats = fs.read_stats();
     // Per thread, so its scratch buffer is allocated once per thread.
     thread_local GatheredRead gathered;
@@ -206,7 +253,9 @@ void read_store(fuse_req_t req, Filesystem& fs, OpenFile& file, size_t size, off
         fuse_reply_err(req, EIO);
         return;
     }
-    fs.prefetcher().note_read(file.pattern, store, static_cast<uint64_t>(offset), size);
+    AccessPattern& pattern = file != nullptr ? file->pattern
+                                             : fs.stream_pattern(node, static_cast<uint64_t>(offset), size);
+    fs.prefetcher().note_read(pattern, store, static_cast<uint64_t>(offset), size);
 
     uint64_t bytes = 0;
     for (const iovec& piece : gathered.pieces) bytes += piece.iov_len;
@@ -222,15 +271,22 @@ void read_store(fuse_req_t req, Filesystem& fs, OpenFile& file, size_t size, off
     gathered.clear();
 }
 
-void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
     const auto start = std::chrono::steady_clock::now();
     Filesystem& fs = fs_of(req);
-    OpenFile& file = open_file_of(fi);
+    // No handle (fh 0): the file was opened statelessly, see op_open.
+    OpenFile* file = fi->fh != 0 ? &open_file_of(fi) : nullptr;
+    const Node* node = file != nullptr ? &file->node : fs.tree().node(ino);
     ++fs.read_stats().reads;
-    if (file.node.store) {
-        read_store(req, fs, file, size, offset);
+    if (node == nullptr || node->kind == NodeKind::directory) {
+        ++fs.read_stats().errors;
+        fuse_reply_err(req, node == nullptr ? ENOENT : EISDIR);
+        return;
+    }
+    if (node->store) {
+        read_store(req, fs, *node, file, size, offset);
     } else {
-        read_plain(req, fs, file, size, offset);
+        read_plain(req, fs, file != nullptr ? file->fd.get() : fs.shared_fd(*node), size, offset);
     }
     const auto elapsed = std::chrono::steady_clock::now() - start;
     fs.read_stats().latency.record(
@@ -238,7 +294,7 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_in
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-    fs_of(req).release(&open_file_of(fi));
+    if (fi->fh != 0) fs_of(req).release(&open_file_of(fi));
     fuse_reply_err(req, 0);
 }
 

@@ -4,6 +4,8 @@
 
 #include <fuse_lowlevel.h>
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -39,13 +41,42 @@ public:
     OpenFile* keep_open(std::unique_ptr<OpenFile> file);
     void release(OpenFile* file);
 
+    // Stateless opens: when the kernel supports it (FUSE_NO_OPEN_SUPPORT),
+    // open answers ENOSYS once and the kernel then opens files without
+    // asking us and sends no release either. That saves a round trip to
+    // the daemon on every open(), which costs more than reading a small
+    // file from the page cache. Reads then come with no file handle: the
+    // state of an open file lives per inode instead.
+    bool stateless_open() const { return stateless_open_.load(std::memory_order_relaxed); }
+    void set_stateless_open(bool on) { stateless_open_.store(on, std::memory_order_relaxed); }
+    // A plain file's descriptor in the store directory, opened on first
+    // use and shared by all readers; -1 with errno set on failure.
+    int shared_fd(const Node& node);
+    // The decode-ahead pattern for a read of a store at `offset`: one of a
+    // few streams per inode, the one this read continues, else the least
+    // recently used, so concurrent readers of one file keep their own.
+    AccessPattern& stream_pattern(const Node& node, uint64_t offset, uint64_t length);
+
 private:
+    struct StreamSet {
+        static constexpr size_t kStreams = 4;
+        std::array<AccessPattern, kStreams> patterns;
+        std::array<uint64_t, kStreams> next_offset{};
+        std::array<uint64_t, kStreams> last_used{};
+        uint64_t clock = 0;
+    };
+
     const Tree& tree_;
     ptwm::ChunkCache& cache_;
     Prefetcher& prefetcher_;
     ReadStats read_stats_;
     std::mutex open_files_mutex_;
     std::unordered_map<OpenFile*, std::unique_ptr<OpenFile>> open_files_;
+    std::atomic<bool> stateless_open_{false};
+    std::mutex shared_fds_mutex_;
+    std::unordered_map<fuse_ino_t, UniqueFd> shared_fds_;
+    std::mutex streams_mutex_;
+    std::unordered_map<fuse_ino_t, std::unique_ptr<StreamSet>> streams_;
 };
 
 }  // namespace ptwmfs
