@@ -22,7 +22,12 @@ namespace {
 constexpr double kTieMargin = 0.01;
 // zstd is tried on a sample first at middle levels; only a plane whose sample
 // beats the order-0 bound by this factor gets a full zstd attempt.
+// Planes up to 16 KiB are sampled on their first 4 KiB (zstd's per-call cost
+// dominates there: FP4 files have thousands of such planes); below 1 KiB the
+// full attempt is as cheap as a sample.
 constexpr size_t kZstdSample = 16u << 10;
+constexpr size_t kZstdSmallSample = 4u << 10;
+constexpr size_t kZstdTiny = 1u << 10;
 constexpr double kZstdSampleWin = 0.9;
 // The adaptive coder decodes at tens of MB/s: it is only tried on planes this
 // small, where a static coder's table is a large share of the output.
@@ -154,9 +159,9 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
 
     if (opt.level >= 2) {
         const int zlevel = zstd_level_for(opt.level);
-        bool worth_full = opt.level >= 6 || n <= kZstdSample;
+        bool worth_full = opt.level >= 6 || n <= kZstdTiny;
         if (!worth_full) {
-            const auto sample = plane.first(kZstdSample);
+            const auto sample = plane.first(std::min(n, n <= kZstdSample ? kZstdSmallSample : kZstdSample));
             worth_full = static_cast<double>(zstd_encode(sample, 1).size()) <
                          kZstdSampleWin * order0_bits(sample) / 8;
         }
