@@ -25,6 +25,7 @@ enum class Codec : uint8_t {
     adaptive = 5,   // adaptive binary range coder: no table to store, for small planes
     scale_model = 6,  // context model for block scales (E8M0): needs the tensor's layout
     f8_model = 7,     // context model for whole FP8 E4M3 bytes: needs the tensor's layout
+    fp4_model = 8,    // context model for MXFP4 blocks (decomposition 12): needs layout and block scales
 };
 
 // Where a chunk's bytes sit in their tensor. The context models take their
@@ -34,6 +35,7 @@ struct TensorLayout {
     std::span<const uint64_t> shape;  // the safetensors shape
     uint64_t offset = 0;              // the chunk's first byte in the tensor
     std::optional<DType> dtype;       // encoder only: which models may be tried
+    std::span<const uint8_t> scales;  // the chunk's block scales (grouped decompositions)
 };
 
 bool is_known(Codec c);

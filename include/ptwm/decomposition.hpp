@@ -26,6 +26,8 @@ enum class Decomposition : uint8_t {
     fp4_sign_magnitude = 9,  // packed E2M1 nibbles: sign bits (plane 0, 8 a byte), magnitudes (plane 1, 2 a byte)
     fp4_mx_grouped = 10,   // MXFP4 blocks of 16 bytes grouped by their E8M0 scale (see fp4_groups.hpp)
     fp4_nv_grouped = 11,   // NVFP4 blocks of 8 bytes grouped by their E4M3 scale's exponent
+    fp4_mx_modelled = 12,  // MXFP4 blocks of 16 bytes as they are, one plane for the FP4 context model
+                           // (codec 8), which reads the blocks' scales as its context
 };
 inline constexpr unsigned kMaxPlanes = 8;
 

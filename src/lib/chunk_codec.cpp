@@ -55,7 +55,7 @@ std::array<uint8_t*, kMaxPlanes> split_to_scratch(Decomposition d, std::span<con
 uint64_t chunk_checksum(std::span<const uint8_t> bytes) { return xxh3(bytes.data(), bytes.size()); }
 
 TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset) {
-    return {t.shape, chunk_offset - t.begin, t.dtype};
+    return {t.shape, chunk_offset - t.begin, t.dtype, {}};
 }
 
 EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt,
@@ -73,8 +73,13 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
 
     const PlaneLayout l = layout(d, bytes.size(), scales, e.group_base);
     const auto planes = split_to_scratch(d, bytes, l, scales, e.group_base);
+    TensorLayout with_scales = where;
+    with_scales.scales = scales;
     for (unsigned p = 0; p < l.count; ++p) {
-        auto coded = encode_plane({planes[p], l.length[p]}, opt, d == Decomposition::stream ? &where : nullptr);
+        // The modelled FP4 decomposition exists for its one codec.
+        auto coded = d == Decomposition::fp4_mx_modelled
+                         ? EncodedPlane{Codec::fp4_model, encode_with(Codec::fp4_model, bytes, 0, with_scales)}
+                         : encode_plane({planes[p], l.length[p]}, opt, d == Decomposition::stream ? &where : nullptr);
         e.codec[p] = coded.codec;
         e.payload_length[p] = static_cast<uint32_t>(coded.payload.size());
         out.payload.insert(out.payload.end(), coded.payload.begin(), coded.payload.end());
@@ -85,6 +90,11 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
     if (where.dtype == DType::F8_E4M3 && d != Decomposition::stream && opt.level >= kContextModelLevel) {
         EncodedChunk whole = encode_chunk(bytes, Decomposition::stream, opt, {}, where);
         if (whole.payload.size() < out.payload.size()) return whole;
+    }
+    // Likewise MXFP4 blocks against the FP4 context model.
+    if (d == Decomposition::fp4_mx_grouped && opt.level >= kContextModelLevel) {
+        EncodedChunk modelled = encode_chunk(bytes, Decomposition::fp4_mx_modelled, opt, scales, where);
+        if (modelled.payload.size() < out.payload.size()) return modelled;
     }
     return out;
 }
@@ -101,6 +111,8 @@ void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload,
     if (is_grouped(d) && scales.size() * block_bytes(d) != out.size())
         throw CorruptData("the paired scales do not cover the chunk's blocks");
     const PlaneLayout l = layout(d, out.size(), scales, e.group_base);
+    TensorLayout with_scales = where;
+    with_scales.scales = scales;
     std::array<const uint8_t*, kMaxPlanes> planes{};
     size_t at = 0;
     for (unsigned p = 0; p < e.plane_count; ++p) {
@@ -113,7 +125,7 @@ void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload,
         }
         const auto buf = t_scratch.plane(p, n);
         try {
-            decode_plane(e.codec[p], coded, buf, where);
+            decode_plane(e.codec[p], coded, buf, with_scales);
         } catch (const CorruptData& err) {
             throw CorruptData("plane " + std::to_string(p) + ": " + err.what());
         }

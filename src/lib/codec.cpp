@@ -64,7 +64,7 @@ bool all_equal(std::span<const uint8_t> plane) {
 
 }  // namespace
 
-bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::f8_model); }
+bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::fp4_model); }
 
 std::string_view name(Codec c) {
     switch (c) {
@@ -76,6 +76,7 @@ std::string_view name(Codec c) {
         case Codec::adaptive: return "adaptive";
         case Codec::scale_model: return "scale-model";
         case Codec::f8_model: return "f8-model";
+        case Codec::fp4_model: return "fp4-model";
     }
     return "unknown";
 }
@@ -134,6 +135,7 @@ std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zs
         case Codec::adaptive: return adaptive::encode_bytes(plane, 0);
         case Codec::scale_model: return models::encode_scales(plane, layout);
         case Codec::f8_model: return models::encode_f8(plane, layout);
+        case Codec::fp4_model: return models::encode_fp4(plane, layout);
     }
     throw Error("unknown codec " + std::to_string(static_cast<int>(c)));
 }
@@ -222,6 +224,7 @@ void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> 
         case Codec::adaptive: adaptive::decode_bytes(payload, out); return;
         case Codec::scale_model: models::decode_scales(payload, out, layout); return;
         case Codec::f8_model: models::decode_f8(payload, out, layout); return;
+        case Codec::fp4_model: models::decode_fp4(payload, out, layout); return;
     }
     throw CorruptData("unknown codec id " + std::to_string(static_cast<int>(c)));
 }

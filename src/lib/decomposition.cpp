@@ -96,9 +96,11 @@ void merge_sign_magnitude(const uint8_t* signs, const uint8_t* mags, size_t n, u
 
 }  // namespace
 
-bool is_known(Decomposition d) { return static_cast<uint8_t>(d) <= static_cast<uint8_t>(Decomposition::fp4_nv_grouped); }
+bool is_known(Decomposition d) { return static_cast<uint8_t>(d) <= static_cast<uint8_t>(Decomposition::fp4_mx_modelled); }
 
-bool is_grouped(Decomposition d) { return d == Decomposition::fp4_mx_grouped || d == Decomposition::fp4_nv_grouped; }
+bool is_grouped(Decomposition d) {
+    return d == Decomposition::fp4_mx_grouped || d == Decomposition::fp4_nv_grouped || d == Decomposition::fp4_mx_modelled;
+}
 
 std::string_view name(Decomposition d) {
     switch (d) {
@@ -114,6 +116,7 @@ std::string_view name(Decomposition d) {
         case Decomposition::fp4_sign_magnitude: return "fp4-sign-magnitude";
         case Decomposition::fp4_mx_grouped: return "fp4-mx-scale-grouped";
         case Decomposition::fp4_nv_grouped: return "fp4-nv-scale-grouped";
+        case Decomposition::fp4_mx_modelled: return "fp4-mx-modelled";
     }
     return "unknown";
 }
@@ -126,14 +129,16 @@ unsigned element_bytes(Decomposition d) {
         case Decomposition::f32_exponent: return 4;
         case Decomposition::split8:
         case Decomposition::fp4_nv_grouped: return 8;
-        case Decomposition::fp4_mx_grouped: return 16;
+        case Decomposition::fp4_mx_grouped:
+        case Decomposition::fp4_mx_modelled: return 16;
         default: return 1;
     }
 }
 
 unsigned plane_count(Decomposition d) {
     switch (d) {
-        case Decomposition::stream: return 1;
+        case Decomposition::stream:
+        case Decomposition::fp4_mx_modelled: return 1;
         case Decomposition::f8e4m3_exponent:
         case Decomposition::f8e5m2_exponent:
         case Decomposition::nibble_split:
@@ -190,7 +195,8 @@ void split(Decomposition d, std::span<const uint8_t> in, std::span<uint8_t* cons
         case Decomposition::nibble_split: split_nibbles<identity>(src, n, planes[0], planes[1]); return;
         case Decomposition::fp4_sign_magnitude: split_sign_magnitude(src, n, planes[0], planes[1]); return;
         case Decomposition::fp4_mx_grouped:
-        case Decomposition::fp4_nv_grouped: assert(!"grouped decompositions split in fp4_groups"); return;
+        case Decomposition::fp4_nv_grouped:
+        case Decomposition::fp4_mx_modelled: assert(!"grouped decompositions split in fp4_groups"); return;
     }
 }
 
@@ -228,7 +234,8 @@ void merge(Decomposition d, std::span<const uint8_t* const> planes, std::span<ui
         case Decomposition::nibble_split: merge_nibbles<identity>(planes[0], planes[1], n, dst); return;
         case Decomposition::fp4_sign_magnitude: merge_sign_magnitude(planes[0], planes[1], n, dst); return;
         case Decomposition::fp4_mx_grouped:
-        case Decomposition::fp4_nv_grouped: assert(!"grouped decompositions merge in fp4_groups"); return;
+        case Decomposition::fp4_nv_grouped:
+        case Decomposition::fp4_mx_modelled: assert(!"grouped decompositions merge in fp4_groups"); return;
     }
 }
 

@@ -33,6 +33,10 @@ uint8_t group_base(Decomposition d, std::span<const uint8_t> scales) {
 
 std::array<size_t, kMaxPlanes> group_plane_lengths(Decomposition d, std::span<const uint8_t> scales, uint8_t base) {
     std::array<size_t, kMaxPlanes> len{};
+    if (d == Decomposition::fp4_mx_modelled) {  // the blocks as they are
+        len[0] = scales.size() * block_bytes(d);
+        return len;
+    }
     for (uint8_t s : scales) len[group_of(d, s, base)] += 2 * block_bytes(d);
     return len;
 }
@@ -40,6 +44,10 @@ std::array<size_t, kMaxPlanes> group_plane_lengths(Decomposition d, std::span<co
 void split_grouped(Decomposition d, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
                    std::span<uint8_t* const> planes) {
     const unsigned bb = block_bytes(d);
+    if (d == Decomposition::fp4_mx_modelled) {
+        std::copy(in.begin(), in.begin() + static_cast<long>(scales.size() * bb), planes[0]);
+        return;
+    }
     std::array<uint8_t*, kMaxPlanes> at{};
     std::copy(planes.begin(), planes.end(), at.begin());
     for (size_t b = 0; b < scales.size(); ++b) {
@@ -55,6 +63,10 @@ void split_grouped(Decomposition d, std::span<const uint8_t> in, std::span<const
 void merge_grouped(Decomposition d, std::span<const uint8_t* const> planes, std::span<const uint8_t> scales, uint8_t base,
                    std::span<uint8_t> out) {
     const unsigned bb = block_bytes(d);
+    if (d == Decomposition::fp4_mx_modelled) {
+        std::copy(planes[0], planes[0] + scales.size() * bb, out.begin());
+        return;
+    }
     std::array<const uint8_t*, kMaxPlanes> at{};
     std::copy(planes.begin(), planes.end(), at.begin());
     for (size_t b = 0; b < scales.size(); ++b) {

@@ -64,13 +64,13 @@ void put_varint(std::vector<uint8_t>& out, uint64_t v) {
 uint64_t get_varint(std::span<const uint8_t>& in) {
     uint64_t v = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (in.empty()) throw CorruptData("scale model: truncated header");
+        if (in.empty()) throw CorruptData("context model: truncated header");
         const uint8_t b = in[0];
         in = in.subspan(1);
         v |= uint64_t{b & 0x7Fu} << shift;
         if (!(b & 0x80)) return v;
     }
-    throw CorruptData("scale model: bad header");
+    throw CorruptData("context model: bad header");
 }
 
 constexpr RateTable kScaleRates(60, 0.5);
@@ -189,7 +189,74 @@ void code_f8(C& c, uint8_t* x, size_t n, uint64_t first, F8Geometry g) {
     }
 }
 
+// ---------------------------------------------------------------------------
+// MXFP4 blocks: E2M1 nibbles (sign << 3 | magnitude index m of
+// {0, .5, 1, 1.5, 2, 3, 4, 6}), low nibble = even element, 32 values per
+// 16-byte block sharing one E8M0 scale, which the reader has decoded first.
+//
+// The magnitude (a 3-level bit tree) is coded under g = min(scale - the
+// chunk's smallest non-zero scale, 3), the block's relative scale (the group
+// of the grouped decomposition), and the level of the element's column: a
+// running mean of log2|x| in quarter steps (4 scale + lg4[m]) over the
+// column's earlier elements, in this block's units, quantised to 11 levels
+// plus "no history". Each (g, level) tree inherits from the per-g tree, so
+// 48 contexts cost little more to learn than 4. The sign is coded under
+// (m == 0). The column length is not in the blocks' shape ([blocks, 16]),
+// so the encoder tries a few and writes its pick first, as a varint.
+constexpr RateTable kFp4Rates(1023, 0.5);  // near-stationary: forget very slowly
+constexpr uint64_t kFp4Rows[] = {32, 64, 128, 256};
+
+template <class C>
+void code_fp4(C& c, uint8_t* b, std::span<const uint8_t> sc, uint64_t first, uint64_t row) {
+    static constexpr int lg4[8] = {-4, 0, 4, 6, 8, 10, 12, 14};  // ~4 log2(value / 0.5)
+    const size_t n = sc.size() * 32;
+    int smin = 255;
+    for (uint8_t s : sc)
+        if (s) smin = std::min<int>(smin, s);
+    std::vector<Node> mt(4 * 12 * 8), mg(4 * 8);
+    Node st[2];
+    std::vector<int32_t> cs(row), cn(row);
+    for (size_t k = 0; k < n; ++k) {
+        const size_t blk = k >> 5, j = (first + k) % row;
+        const unsigned g = static_cast<unsigned>(std::clamp<int>(sc[blk] - smin, 0, 3));
+        unsigned q = 0;
+        if (cn[j]) q = static_cast<unsigned>(std::clamp((cs[j] / cn[j] - int{sc[blk]} * 4 + 4) / 2, 1, 11));
+        const unsigned v = C::kDecoding ? 0 : (b[k >> 1] >> ((k & 1) * 4)) & 15;
+        const unsigned m = context::tree_inherit<3>(c, &mt[(g * 12 + q) * 8], &mg[g * 8], v & 7, 6);
+        const unsigned s = c.bit(st[m == 0], v >> 3);
+        const unsigned x = s << 3 | m;
+        if (k & 1) b[k >> 1] = static_cast<uint8_t>((b[k >> 1] & 0x0F) | x << 4);
+        else b[k >> 1] = static_cast<uint8_t>((b[k >> 1] & 0xF0) | x);
+        cs[j] += int{sc[blk]} * 4 + lg4[m];
+        cn[j]++;
+    }
+}
+
 }  // namespace
+
+std::vector<uint8_t> encode_fp4(std::span<const uint8_t> in, const TensorLayout& layout) {
+    if (layout.scales.size() * 16 != in.size()) throw Error("FP4 model: the scales do not cover the blocks");
+    std::vector<uint8_t> best;
+    for (uint64_t row : kFp4Rows) {
+        std::vector<uint8_t> x(in.begin(), in.end());
+        Encoder e(kFp4Rates);
+        code_fp4(e, x.data(), layout.scales, layout.offset * 2, row);
+        std::vector<uint8_t> out;
+        put_varint(out, row);
+        const auto body = e.finish();
+        out.insert(out.end(), body.begin(), body.end());
+        if (best.empty() || out.size() < best.size()) best = std::move(out);
+    }
+    return best;
+}
+
+void decode_fp4(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
+    if (layout.scales.size() * 16 != out.size()) throw CorruptData("FP4 model: the scales do not cover the blocks");
+    const uint64_t row = get_varint(payload);
+    if (row == 0 || row > kMaxTable) throw CorruptData("FP4 model: bad row length");
+    Decoder d(kFp4Rates, payload);
+    code_fp4(d, out.data(), layout.scales, layout.offset * 2, row);
+}
 
 std::vector<uint8_t> encode_scales(std::span<const uint8_t> in, const TensorLayout& layout) {
     std::vector<ScaleGeometry> tries = {scale_geometry(layout.shape)};

@@ -25,4 +25,8 @@ void decode_scales(std::span<const uint8_t> payload, std::span<uint8_t> out, con
 std::vector<uint8_t> encode_f8(std::span<const uint8_t> in, const TensorLayout& layout);
 void decode_f8(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout);
 
+// MXFP4 blocks (16 bytes, 32 E2M1 values, one scale each in layout.scales).
+std::vector<uint8_t> encode_fp4(std::span<const uint8_t> in, const TensorLayout& layout);
+void decode_fp4(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout);
+
 }  // namespace ptwm::models

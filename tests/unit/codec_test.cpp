@@ -154,7 +154,7 @@ TEST(ContextModels, RoundTripEveryValueUnderEveryLayout) {
         for (const auto& shape : shapes)
             for (uint64_t offset : {uint64_t{0}, uint64_t{4096}, uint64_t{12345}})
                 for (Codec c : {Codec::scale_model, Codec::f8_model}) {
-                    const TensorLayout layout{shape, offset, std::nullopt};
+                    const TensorLayout layout{shape, offset, std::nullopt, {}};
                     const auto payload = encode_with(c, plane, 3, layout);
                     std::vector<uint8_t> out(plane.size());
                     decode_plane(c, payload, out, layout);
@@ -170,7 +170,7 @@ TEST(ContextModels, BlockScalesWithChannelLevelsGoToTheScaleModelBelowTheirBound
     for (auto& l : level) l = static_cast<uint8_t>(118 + rng() % 5);
     for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<uint8_t>(level[i % 64] + (rng() % 8 == 0));
     const std::vector<uint64_t> flat = {scales.size()};  // the period is found, not read from the shape
-    const TensorLayout layout{flat, 0, DType::F8_E8M0};
+    const TensorLayout layout{flat, 0, DType::F8_E8M0, {}};
     const auto coded = encode_plane(scales, {}, &layout);
     EXPECT_EQ(coded.codec, Codec::scale_model);
     EXPECT_LT(static_cast<double>(coded.payload.size()), order0_bits(scales) / 8);

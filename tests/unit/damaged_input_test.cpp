@@ -604,8 +604,8 @@ TEST_F(DamagedStore, DecodedSizeDisagreesWithTheIndex) {
 
 TEST(DamagedPlane, UnknownCodecId) {
     Bytes out(16);
-    expect_error<ptwm::CorruptData>([&] { ptwm::decode_plane(static_cast<ptwm::Codec>(8), Bytes{1, 2}, out); },
-                                    {"unknown codec id 8"});
+    expect_error<ptwm::CorruptData>([&] { ptwm::decode_plane(static_cast<ptwm::Codec>(9), Bytes{1, 2}, out); },
+                                    {"unknown codec id 9"});
 }
 
 TEST(DamagedPlane, ConstantPayloadOfTwoBytes) {

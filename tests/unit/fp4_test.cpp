@@ -73,6 +73,33 @@ TEST(Fp4, GroupedChunksRoundTripWithTheirScales) {
     }
 }
 
+// The FP4 context model (decomposition 12, codec 8) decodes with the block
+// scales and the chunk's offset in its tensor, for any block count.
+TEST(Fp4, ModelledChunksRoundTripWithTheirScalesAtAnyOffset) {
+    for (size_t blocks : {1u, 7u, 333u}) {
+        const auto mx = make_mx(blocks, 16, 4);
+        const std::vector<uint64_t> shape = {blocks, 16};
+        for (uint64_t offset : {uint64_t{0}, uint64_t{16 * 5}}) {
+            const TensorLayout where{shape, offset, DType::U8, {}};
+            const auto c = encode_chunk(mx.blocks, Decomposition::fp4_mx_modelled, {}, mx.scales, where);
+            EXPECT_EQ(c.entry.codec[0], Codec::fp4_model);
+            std::vector<uint8_t> out(mx.blocks.size());
+            decode_chunk_payload(c.entry, c.payload, out, mx.scales, where);
+            EXPECT_EQ(out, mx.blocks) << blocks << " blocks at offset " << offset;
+            EXPECT_THROW(decode_chunk_payload(c.entry, c.payload, out, std::span(mx.scales).first(blocks - 1), where),
+                         CorruptData);
+        }
+    }
+    // At the slow levels a grouped MXFP4 chunk competes against the model.
+    const auto mx = make_mx(333, 16, 4);
+    EncodeOptions slow;
+    slow.level = 9;
+    const auto c = encode_chunk(mx.blocks, Decomposition::fp4_mx_grouped, slow, mx.scales);
+    std::vector<uint8_t> out(mx.blocks.size());
+    decode_chunk_payload(c.entry, c.payload, out, mx.scales);
+    EXPECT_EQ(out, mx.blocks) << name(c.entry.decomposition);
+}
+
 TEST(Fp4, PairsByNameAndShapeOnly) {
     const auto mx = make_mx(64, 16, 1);
     const std::vector<uint8_t> short_scales(mx.scales.begin(), mx.scales.end() - 1);
