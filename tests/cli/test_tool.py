@@ -97,6 +97,26 @@ class ToolTest(unittest.TestCase):
         table = run("inspect", self.tmp / "m.ptwm").stdout
         self.assertIn("order-0 per-plane bound", table)
 
+    def test_inspect_reports_fp4_blocks_and_scales_apart(self):
+        # 64 MXFP4 blocks of 16 bytes and their 64 E8M0 scales, paired by name.
+        blocks = bytes((i * 37 + i // 16) % 256 for i in range(64 * 16))
+        scales = bytes(120 + (i % 8) // 3 for i in range(64))
+        src = self.tmp / "fp4.safetensors"
+        src.write_bytes(safetensors([("w.blocks", "U8", [64, 16], blocks), ("w.scales", "U8", [64], scales)]))
+        run("pack", src, self.tmp / "fp4.ptwm")
+        doc = json.loads(run("inspect", "--json", self.tmp / "fp4.ptwm").stdout)
+        roles = {t["name"]: t.get("role") for t in doc["tensors"]}
+        self.assertEqual(roles, {"w.blocks": "fp4-blocks", "w.scales": "block-scales"})
+        self.assertEqual(doc["block_scales"]["tensors"], 1)
+        self.assertEqual(doc["block_scales"]["original_bytes"], 64)
+        self.assertEqual(doc["fp4_blocks"]["original_bytes"], 64 * 16)
+        self.assertLess(doc["block_scales"]["ratio"], 1)
+        table = run("inspect", self.tmp / "fp4.ptwm").stdout
+        self.assertIn("block scales", table)
+        self.assertIn("fp4 blocks", table)
+        run("unpack", self.tmp / "fp4.ptwm", self.tmp / "back.safetensors")
+        self.assertEqual(sha256(self.tmp / "back.safetensors"), sha256(src))
+
     def test_verify_lists_a_damaged_chunk_and_fails(self):
         src = self.model_dir() / "model.safetensors"
         store = self.tmp / "m.ptwm"
