@@ -75,6 +75,9 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
     const auto planes = split_to_scratch(d, bytes, l, scales, e.group_base);
     TensorLayout with_scales = where;
     with_scales.scales = scales;
+    // At most the raw bytes plus a little per plane: no regrowth (and copy)
+    // of the payload as planes are appended.
+    out.payload.reserve(bytes.size() + 64 * l.count);
     for (unsigned p = 0; p < l.count; ++p) {
         // The modelled FP4 decomposition exists for its one codec.
         auto coded = d == Decomposition::fp4_mx_modelled
