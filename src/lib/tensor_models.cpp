@@ -90,7 +90,8 @@ void code_scales(C& c, uint8_t* s, size_t n, uint64_t first, ScaleGeometry g) {
     }
     Node nodes[(kScaleLevels + 1) * 4];
     // Per input channel: sum and count of u so far.
-    std::vector<uint32_t> chsum(P ? P / R + 1 : 1), chcnt(P ? P / R + 1 : 1);
+    // 64-bit: a chunk may hold 2^28 scales (kMaxChunkBytes).
+    std::vector<uint64_t> chsum(P ? P / R + 1 : 1), chcnt(P ? P / R + 1 : 1);
     for (size_t i = 0; i < n; ++i) {
         const unsigned u = C::kDecoding ? 0 : s[i] - mn;
         const size_t ch = P ? ((first + i) % P) / R : 0;
@@ -163,15 +164,17 @@ void code_f8(C& c, uint8_t* x, size_t n, uint64_t first, F8Geometry g) {
     const uint64_t plane = taps ? g.plane : n + 1;  // n + 1: no previous tap
     const uint64_t first_row = first / row;
     std::vector<Node> et(32 * 16), e0(16), mt(16 * 8), mt3(16 * 3 * 8), st(9);
-    std::vector<int32_t> chs(nch), chn(nch), cls(row), cln(row);  // sums of 16*E and counts
-    int32_t gs = 0, gn = 0;
+    // Sums of 16 E and counts, 64-bit: 2^28 bytes of E = 15 overflow 32 bits.
+    std::vector<int64_t> chs(nch), chn(nch), cls(row), cln(row);
+    int64_t gs = 0, gn = 0;
     for (size_t i = 0; i < n; ++i) {
         const uint64_t at = first + i;
         const size_t j = at % row;
         const size_t ch = taps ? (at / row) % nch : at / row - first_row;
-        const int32_t gl = gn ? gs / gn : 8 * 16;
-        const int32_t a = chn[ch] ? chs[ch] / chn[ch] : gl;
-        const int32_t b = cln[j] ? cls[j] / cln[j] : gl;
+        // Means of 16 E: 0..240.
+        const auto gl = static_cast<int32_t>(gn ? gs / gn : 8 * 16);
+        const auto a = static_cast<int32_t>(chn[ch] ? chs[ch] / chn[ch] : gl);
+        const auto b = static_cast<int32_t>(cln[j] ? cls[j] / cln[j] : gl);
         const unsigned ectx = static_cast<unsigned>(std::clamp<int32_t>((a + b - gl) / 8, 0, 31));
         const uint8_t v = C::kDecoding ? 0 : x[i];
         const unsigned e = context::tree_inherit<4>(c, &et[ectx * 16], e0.data(), (v >> 3) & 15, 6);
@@ -215,12 +218,12 @@ void code_fp4(C& c, uint8_t* b, std::span<const uint8_t> sc, uint64_t first, uin
         if (s) smin = std::min<int>(smin, s);
     std::vector<Node> mt(4 * 12 * 8), mg(4 * 8);
     Node st[2];
-    std::vector<int32_t> cs(row), cn(row);
+    std::vector<int64_t> cs(row), cn(row);  // 64-bit: up to 2^29 elements a chunk
     for (size_t k = 0; k < n; ++k) {
         const size_t blk = k >> 5, j = (first + k) % row;
         const unsigned g = static_cast<unsigned>(std::clamp<int>(sc[blk] - smin, 0, 3));
         unsigned q = 0;
-        if (cn[j]) q = static_cast<unsigned>(std::clamp((cs[j] / cn[j] - int{sc[blk]} * 4 + 4) / 2, 1, 11));
+        if (cn[j]) q = static_cast<unsigned>(std::clamp<int64_t>((cs[j] / cn[j] - int{sc[blk]} * 4 + 4) / 2, 1, 11));
         const unsigned v = C::kDecoding ? 0 : (b[k >> 1] >> ((k & 1) * 4)) & 15;
         const unsigned m = context::tree_inherit<3>(c, &mt[(g * 12 + q) * 8], &mg[g * 8], v & 7, 6);
         const unsigned s = c.bit(st[m == 0], v >> 3);
