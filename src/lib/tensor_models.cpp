@@ -160,7 +160,9 @@ void code_f8(C& c, uint8_t* x, size_t n, uint64_t first, F8Geometry g) {
     // Channel index: rows repeat every plane/row rows (one per input
     // channel); without kernel positions every row of the chunk is its own.
     const bool taps = g.plane != 0;
-    const uint64_t nch = taps ? std::max<uint64_t>(1, g.plane / row) : n / row + 2;
+    // Without taps a channel is one row, and rows come one after another:
+    // one slot, emptied when a new row starts, holds the current row's sums.
+    const uint64_t nch = taps ? std::max<uint64_t>(1, g.plane / row) : 1;
     const uint64_t plane = taps ? g.plane : n + 1;  // n + 1: no previous tap
     const uint64_t first_row = first / row;
     std::vector<Node> et(32 * 16), e0(16), mt(16 * 8), mt3(16 * 3 * 8), st(9);
@@ -170,7 +172,8 @@ void code_f8(C& c, uint8_t* x, size_t n, uint64_t first, F8Geometry g) {
     for (size_t i = 0; i < n; ++i) {
         const uint64_t at = first + i;
         const size_t j = at % row;
-        const size_t ch = taps ? (at / row) % nch : at / row - first_row;
+        const size_t ch = taps ? (at / row) % nch : 0;
+        if (!taps && j == 0 && at / row != first_row) chs[0] = 0, chn[0] = 0;
         // Means of 16 E: 0..240.
         const auto gl = static_cast<int32_t>(gn ? gs / gn : 8 * 16);
         const auto a = static_cast<int32_t>(chn[ch] ? chs[ch] / chn[ch] : gl);
