@@ -3,12 +3,12 @@
 #include <string>
 
 #include "ptwm/error.hpp"
+#include "range_coder.hpp"
 
 namespace ptwm::adaptive {
 namespace {
 
 constexpr unsigned kProbBits = 12;
-constexpr uint32_t kTop = 1u << 24;
 // Counts are halved past this total: old statistics fade, so the model
 // follows a plane whose distribution drifts along the tensor.
 constexpr uint32_t kCountLimit = 1024;
@@ -44,81 +44,31 @@ struct Node {
 class Encoder {
 public:
     void bit(Node& node, unsigned b) {
-        const uint32_t bound = (range_ >> kProbBits) * node.p0();
-        if (b == 0) {
-            range_ = bound;
-        } else {
-            low_ += bound;
-            range_ -= bound;
-        }
+        rc_.code((rc_.range() >> kProbBits) * node.p0(), b);
         node.update(b);
-        while (range_ < kTop) {
-            range_ <<= 8;
-            shift_low();
-        }
     }
+    // Appends the stream (placeholder byte included) to `out`.
     std::vector<uint8_t> finish(std::vector<uint8_t> out) {
-        for (int i = 0; i < 5; ++i) shift_low();
-        out.insert(out.end(), bytes_.begin(), bytes_.end());
+        const std::vector<uint8_t> bytes = rc_.finish(5);
+        out.insert(out.end(), bytes.begin(), bytes.end());
         return out;
     }
 
 private:
-    // Carry propagation: a byte is held back (cache_) until it is known
-    // whether a later carry will increment it.
-    void shift_low() {
-        if (static_cast<uint32_t>(low_) < 0xFF000000u || (low_ >> 32) != 0) {
-            const auto carry = static_cast<uint8_t>(low_ >> 32);
-            uint8_t temp = cache_;
-            do {
-                bytes_.push_back(static_cast<uint8_t>(temp + carry));
-                temp = 0xFF;
-            } while (--pending_ != 0);
-            cache_ = static_cast<uint8_t>(low_ >> 24);
-        }
-        ++pending_;
-        low_ = (low_ & 0x00FFFFFFu) << 8;
-    }
-
-    uint64_t low_ = 0;
-    uint32_t range_ = 0xFFFFFFFFu;
-    uint8_t cache_ = 0;
-    uint64_t pending_ = 1;
-    std::vector<uint8_t> bytes_;
+    range::Encoder rc_;
 };
 
 class Decoder {
 public:
-    explicit Decoder(std::span<const uint8_t> in) : in_(in) {
-        for (int i = 0; i < 5; ++i) code_ = (code_ << 8) | next();
-    }
+    explicit Decoder(std::span<const uint8_t> in) : rc_(in, 5) {}
     unsigned bit(Node& node) {
-        const uint32_t bound = (range_ >> kProbBits) * node.p0();
-        unsigned b;
-        if (code_ < bound) {
-            range_ = bound;
-            b = 0;
-        } else {
-            code_ -= bound;
-            range_ -= bound;
-            b = 1;
-        }
+        const unsigned b = rc_.decode((rc_.range() >> kProbBits) * node.p0());
         node.update(b);
-        while (range_ < kTop) {
-            range_ <<= 8;
-            code_ = (code_ << 8) | next();
-        }
         return b;
     }
 
 private:
-    // Past the end reads zeros: a damaged payload decodes to wrong bytes,
-    // never reads out of bounds.
-    uint32_t next() { return at_ < in_.size() ? in_[at_++] : 0; }
-    std::span<const uint8_t> in_;
-    size_t at_ = 0;
-    uint32_t code_ = 0;
-    uint32_t range_ = 0xFFFFFFFFu;
+    range::Decoder rc_;
 };
 
 // One bit tree of `Bits` levels: node 1 is the root, node m's children are 2m and 2m+1.

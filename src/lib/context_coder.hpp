@@ -10,10 +10,11 @@
 #include <span>
 #include <vector>
 
+#include "range_coder.hpp"
+
 namespace ptwm::context {
 
 constexpr unsigned kPBits = 16;  // probability precision; range >= 2^24 keeps >= 8 bits for the split
-constexpr uint32_t kTop = 1u << 24;
 
 // Adaptive-rate probability: after n observations the update rate is
 // 1/(n + 1 + 2a) -- exactly the Dirichlet(a) (KT for a = 1/2) posterior mean
@@ -51,58 +52,44 @@ public:
         return b;
     }
     // A bit at probability 1/2, no model (escape codes, raw values).
-    unsigned raw(unsigned b) { code(1u << (kPBits - 1), b); return b; }
+    unsigned raw(unsigned b) {
+        code(1u << (kPBits - 1), b);
+        return b;
+    }
     std::vector<uint8_t> finish() {
         // Any value in [low, low + range) decodes the same. Pick the one with
         // the most trailing zero bits; the decoder reads zeros past the end,
         // so those bytes need not be stored (saves ~3 bytes per stream,
         // which matters on 50-byte scale tensors).
+        const uint64_t low = rc_.low();
         for (int k = 32; k >= 0; --k) {
             const uint64_t mask = (uint64_t{1} << k) - 1;
-            const uint64_t v = (low_ + mask) & ~mask;
-            if (v <= low_ + range_ - 1) { low_ = v; break; }
+            const uint64_t v = (low + mask) & ~mask;
+            if (v <= low + rc_.range() - 1) {
+                rc_.set_low(v);
+                break;
+            }
         }
-        for (int i = 0; i < 5; ++i) shift_low();
-        while (!bytes_.empty() && bytes_.back() == 0) bytes_.pop_back();
+        std::vector<uint8_t> bytes = rc_.finish(5);
+        while (!bytes.empty() && bytes.back() == 0) bytes.pop_back();
         // The first byte is always the zero "cache" placeholder: drop it.
-        if (bytes_.empty()) return {};
-        return std::vector<uint8_t>(bytes_.begin() + 1, bytes_.end());
+        if (bytes.empty()) return {};
+        bytes.erase(bytes.begin());
+        return bytes;
     }
     const RateTable& table() const { return t_; }
     static constexpr bool kDecoding = false;
 
 private:
-    void code(uint32_t p0, unsigned b) {
-        const uint32_t bound = (range_ >> kPBits) * p0;
-        if (b == 0) range_ = bound;
-        else { low_ += bound; range_ -= bound; }
-        while (range_ < kTop) { range_ <<= 8; shift_low(); }
-    }
-    // Carry propagation: a byte is held back (cache_) until it is known
-    // whether a later carry will increment it.
-    void shift_low() {
-        if (static_cast<uint32_t>(low_) < 0xFF000000u || (low_ >> 32) != 0) {
-            const auto carry = static_cast<uint8_t>(low_ >> 32);
-            uint8_t temp = cache_;
-            do { bytes_.push_back(static_cast<uint8_t>(temp + carry)); temp = 0xFF; } while (--pending_ != 0);
-            cache_ = static_cast<uint8_t>(low_ >> 24);
-        }
-        ++pending_;
-        low_ = (low_ & 0x00FFFFFFu) << 8;
-    }
+    void code(uint32_t p0, unsigned b) { rc_.code((rc_.range() >> kPBits) * p0, b); }
     const RateTable& t_;
-    uint64_t low_ = 0;
-    uint32_t range_ = 0xFFFFFFFFu;
-    uint8_t cache_ = 0;
-    uint64_t pending_ = 1;
-    std::vector<uint8_t> bytes_;
+    range::Encoder rc_;
 };
 
 class Decoder {
 public:
-    Decoder(const RateTable& t, std::span<const uint8_t> in) : t_(t), in_(in) {
-        for (int i = 0; i < 4; ++i) code_ = (code_ << 8) | next();
-    }
+    // The encoder dropped its placeholder byte: four bytes start the code.
+    Decoder(const RateTable& t, std::span<const uint8_t> in) : t_(t), rc_(in, 4) {}
     unsigned bit(Node& node, unsigned = 0) {
         const unsigned b = decode(node.p0());
         node.update(b, t_);
@@ -113,22 +100,9 @@ public:
     static constexpr bool kDecoding = true;
 
 private:
-    unsigned decode(uint32_t p0) {
-        const uint32_t bound = (range_ >> kPBits) * p0;
-        unsigned b;
-        if (code_ < bound) { range_ = bound; b = 0; }
-        else { code_ -= bound; range_ -= bound; b = 1; }
-        while (range_ < kTop) { range_ <<= 8; code_ = (code_ << 8) | next(); }
-        return b;
-    }
-    // Past the end reads zeros: a damaged payload decodes to wrong values,
-    // never reads out of bounds.
-    uint32_t next() { return at_ < in_.size() ? in_[at_++] : 0; }
+    unsigned decode(uint32_t p0) { return rc_.decode((rc_.range() >> kPBits) * p0); }
     const RateTable& t_;
-    std::span<const uint8_t> in_;
-    size_t at_ = 0;
-    uint32_t code_ = 0;
-    uint32_t range_ = 0xFFFFFFFFu;
+    range::Decoder rc_;
 };
 
 // `Bits`-level binary tree over nodes[1 .. 2^Bits - 1]; MSB first.
