@@ -41,6 +41,15 @@ struct TensorLayout {
 bool is_known(Codec c);
 std::string_view name(Codec c);
 
+// Codecs 6-8: adaptive context models that decode at 5-50 MB/s.
+bool is_context_model(Codec c);
+// They code chunks of at most this many bytes. At their speed a read of one
+// 256 MiB chunk (kMaxChunkBytes) would spend half a minute in the decoder --
+// a damaged or hostile index entry could ask for that --, so the format
+// bounds it: a reader rejects a larger modelled chunk at open, and the
+// encoder never makes one (larger chunks keep the static coders).
+inline constexpr uint32_t kMaxModelledChunkBytes = 4u << 20;
+
 // The FP8 context model decodes at about 10 MB/s, a hundred times slower
 // than rANS, for 1-2% less: it is tried only from this level, where size is
 // what was asked for.

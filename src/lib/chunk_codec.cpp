@@ -63,6 +63,8 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
     if (bytes.size() > std::numeric_limits<uint32_t>::max()) throw Error("chunk larger than 4 GiB");
     if (is_grouped(d) && scales.size() * block_bytes(d) != bytes.size())
         throw Error("a grouped FP4 chunk needs one scale per block");
+    if (d == Decomposition::fp4_mx_modelled && bytes.size() > kMaxModelledChunkBytes)
+        throw Error("a chunk over " + std::to_string(kMaxModelledChunkBytes) + " bytes cannot take the FP4 context model");
     EncodedChunk out;
     ChunkEntry& e = out.entry;
     e.decomposition = d;
@@ -95,7 +97,7 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
         if (whole.payload.size() < out.payload.size()) return whole;
     }
     // Likewise MXFP4 blocks against the FP4 context model.
-    if (d == Decomposition::fp4_mx_grouped && opt.level >= kContextModelLevel) {
+    if (d == Decomposition::fp4_mx_grouped && opt.level >= kContextModelLevel && bytes.size() <= kMaxModelledChunkBytes) {
         EncodedChunk modelled = encode_chunk(bytes, Decomposition::fp4_mx_modelled, opt, scales, where);
         if (modelled.payload.size() < out.payload.size()) return modelled;
     }

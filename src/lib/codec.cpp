@@ -66,6 +66,10 @@ bool all_equal(std::span<const uint8_t> plane) {
 
 bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::fp4_model); }
 
+bool is_context_model(Codec c) {
+    return c == Codec::scale_model || c == Codec::f8_model || c == Codec::fp4_model;
+}
+
 std::string_view name(Codec c) {
     switch (c) {
         case Codec::raw: return "raw";
@@ -180,7 +184,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         static_cast<double>(best_size) - bound_bytes > kAdaptiveMargin * static_cast<double>(n))
         consider(Codec::adaptive, adaptive::encode_bytes(plane, 0), kAdaptiveMargin);
     // The context models, where the plane is a whole tensor's bytes of their dtype.
-    if (whole && whole->dtype) {
+    if (whole && whole->dtype && n <= kMaxModelledChunkBytes) {
         const DType t = *whole->dtype;
         if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax &&
             bound_bytes < static_cast<double>(n) / 2)

@@ -33,6 +33,10 @@ void validate_entry(const ChunkEntry& e, size_t i, uint64_t expected_offset, uin
         if (p < e.plane_count && !is_known(e.codec[p]))
             throw Error(where + "plane " + std::to_string(p) + " has unknown codec id " + std::to_string(static_cast<int>(e.codec[p])));
         if (p >= e.plane_count && e.payload_length[p] != 0) throw Error(where + "payload length set for an unused plane");
+        if (p < e.plane_count && is_context_model(e.codec[p]) && e.original_length > kMaxModelledChunkBytes)
+            throw Error(where + "plane " + std::to_string(p) + " uses " + std::string(name(e.codec[p])) + " on a chunk of " +
+                        std::to_string(e.original_length) + " bytes, over the " +
+                        std::to_string(kMaxModelledChunkBytes) + " a context model may code");
     }
     if (e.original_offset != expected_offset)
         throw Error(where + "starts at original offset " + std::to_string(e.original_offset) + " where " +

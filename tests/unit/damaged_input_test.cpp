@@ -534,6 +534,56 @@ TEST_F(DamagedStore, PlaneCountDisagreesWithDecomposition) {
     expect_open_error(assemble(m), {"index entry 0: 1 planes where bf16-exponent has 2"});
 }
 
+TEST(DamagedModelledChunk, ContextModelOnAChunkOverTheCapIsRefusedAtOpen) {
+    // One FP8 tensor a little over the cap, packed at a level that tries the
+    // FP8 context model, in one chunk: the writer must keep a static coder
+    // (the store opens and decodes), and an index entry that claims the model
+    // for that chunk -- a read that would decode megabytes at model speed --
+    // must be refused when the store is opened, before any read.
+    TempDir dir;
+    const size_t n = ptwm::kMaxModelledChunkBytes + 4096;
+    std::mt19937 rng(3);
+    std::geometric_distribution<int> exponent(0.5);
+    Bytes data(n);
+    for (auto& b : data) b = static_cast<uint8_t>((rng() & 0x87) | std::min(exponent(rng), 15) << 3);
+    write_file(dir.file("big.safetensors"),
+               safetensors(R"({"w":{"dtype":"F8_E4M3","shape":[)" + std::to_string(n / 4096) +
+                               R"(,4096],"data_offsets":[0,)" + std::to_string(n) + "]}}",
+                           data));
+    ptwm::PackOptions opt;
+    opt.chunk_bytes = 8u << 20;
+    opt.threads = 1;
+    opt.encode.level = ptwm::kContextModelLevel;
+    const std::string packed = dir.file("big.ptwm");
+    ptwm::pack_file(dir.file("big.safetensors"), packed, opt);
+    Bytes decoded(n);
+    {
+        const auto reader = ptwm::StoreReader::open(packed);
+        ASSERT_EQ(reader->chunk_count(), 1u);
+        EXPECT_FALSE(ptwm::is_context_model(reader->chunk(0).codec[0]));
+        reader->read(reader->chunk(0).original_offset, decoded);
+        EXPECT_EQ(decoded, data);
+    }
+
+    // The same store with the entry's plane 0 relabelled f8-model.
+    Bytes store = read_file(packed);
+    const auto reader = ptwm::StoreReader::open(packed);
+    ptwm::ChunkEntry e = reader->chunk(0);
+    e.codec[0] = ptwm::Codec::f8_model;
+    Bytes index(ptwm::kChunkEntryBytes);
+    ptwm::encode_chunk_entry(e, std::span<uint8_t, ptwm::kChunkEntryBytes>(index.data(), ptwm::kChunkEntryBytes));
+    ptwm::Superblock sb = reader->superblock();
+    // A raw index section appended at the end, then the superblock resealed.
+    sb.index = {store.size(), index.size(), index.size(), XXH3_64bits(index.data(), index.size()), ptwm::Codec::raw};
+    store.insert(store.end(), index.begin(), index.end());
+    ptwm::encode_superblock(sb, std::span<uint8_t, ptwm::kSuperblockBytes>(store.data(), ptwm::kSuperblockBytes));
+    const std::string damaged = dir.file("damaged.ptwm");
+    write_file(damaged, store);
+    expect_error([&] { ptwm::StoreReader::open(damaged); },
+                 {damaged, "index entry 0: plane 0 uses f8-model on a chunk of " + std::to_string(n) + " bytes",
+                  "over the " + std::to_string(ptwm::kMaxModelledChunkBytes)});
+}
+
 TEST_F(DamagedStore, ChecksumMismatchInOneChunkLeavesTheOthersReadable) {
     // One flipped byte in the raw chunk's payload: that chunk, and only it,
     // fails, with a message naming file, chunk, tensor and original offset.
