@@ -26,6 +26,7 @@ enum class Codec : uint8_t {
     scale_model = 6,  // context model for block scales (E8M0): needs the tensor's layout
     f8_model = 7,     // context model for whole FP8 E4M3 bytes: needs the tensor's layout
     fp4_model = 8,    // context model for MXFP4 blocks (decomposition 12): needs layout and block scales
+    f8_tables = 9,    // static context tables for whole FP8 E4M3 bytes (column classes in the payload)
 };
 
 // Where a chunk's bytes sit in their tensor. The context models take their

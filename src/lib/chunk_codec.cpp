@@ -1,6 +1,7 @@
 #include "ptwm/chunk_codec.hpp"
 
 
+#include <algorithm>
 #include <array>
 #include <limits>
 
@@ -156,8 +157,17 @@ Decomposition choose_decomposition(std::span<const Decomposition> candidates, st
                                    std::span<const uint8_t> scales) {
     Decomposition best = candidates.front();
     if (candidates.size() == 1) return best;
+    // A byte's order-0 entropy is never above the sum of its two nibbles'
+    // (after any per-byte bit reorder), so beside the whole bytes a nibble
+    // split cannot win on this measure: it is not worth splitting the sample.
+    const bool has_stream = std::find(candidates.begin(), candidates.end(), Decomposition::stream) != candidates.end();
+    auto is_nibble_split = [](Decomposition d) {
+        return d == Decomposition::nibble_split || d == Decomposition::f8e4m3_exponent ||
+               d == Decomposition::f8e5m2_exponent;
+    };
     double best_bits = std::numeric_limits<double>::infinity();
     for (Decomposition d : candidates) {
+        if (has_stream && is_nibble_split(d)) continue;
         size_t n = sample.size() - sample.size() % element_bytes(d);
         std::span<const uint8_t> sc;
         if (is_grouped(d)) {

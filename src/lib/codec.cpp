@@ -10,6 +10,7 @@
 
 #include "ptwm/adaptive_coder.hpp"
 #include "ptwm/error.hpp"
+#include "f8_tables.hpp"
 #include "rans.hpp"
 #include "scratch.hpp"
 #include "tensor_models.hpp"
@@ -34,6 +35,10 @@ constexpr double kZstdSampleWin = 0.9;
 constexpr size_t kAdaptiveMax = 4u << 10;
 // ... and it decodes some fifty times slower than rANS, so it must win by more.
 constexpr double kAdaptiveMargin = 0.05;
+// f8-tables decodes at about XXX MB/s, a few times slower than rANS: FP8
+// weights are where it saves, and what it saves there (0.5-1.5%) is the
+// whole gap to the bytes' entropy, so it needs only a small margin.
+constexpr double kF8TablesMargin = 0.002;
 // The scale model decodes at about 50 MB/s: tried on low-entropy byte planes
 // up to this size (block scale tensors are 1/16 or 1/32 of their blocks).
 constexpr size_t kScaleModelMax = 1u << 20;
@@ -64,7 +69,7 @@ bool all_equal(std::span<const uint8_t> plane) {
 
 }  // namespace
 
-bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::fp4_model); }
+bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::f8_tables); }
 
 bool is_context_model(Codec c) {
     return c == Codec::scale_model || c == Codec::f8_model || c == Codec::fp4_model;
@@ -81,6 +86,7 @@ std::string_view name(Codec c) {
         case Codec::scale_model: return "scale-model";
         case Codec::f8_model: return "f8-model";
         case Codec::fp4_model: return "fp4-model";
+        case Codec::f8_tables: return "f8-tables";
     }
     return "unknown";
 }
@@ -140,6 +146,7 @@ std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zs
         case Codec::scale_model: return models::encode_scales(plane, layout);
         case Codec::f8_model: return models::encode_f8(plane, layout);
         case Codec::fp4_model: return models::encode_fp4(plane, layout);
+        case Codec::f8_tables: return f8tables::encode(plane, layout);
     }
     throw Error("unknown codec " + std::to_string(static_cast<int>(c)));
 }
@@ -161,13 +168,23 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     };
 
     const double bound_bytes = order0_bits(plane) / 8;
-    if (bound_bytes < static_cast<double>(n) * (1 - kTieMargin)) consider(Codec::rans0, rans_encode(Codec::rans0, plane));
+    // FP8 weights: the static context tables mostly land below the order-0
+    // bound, which no order-0 coder can reach; rANS is not tried when they
+    // beat it by the margin rANS would need.
+    std::vector<uint8_t> f8;
+    if (whole && whole->dtype == DType::F8_E4M3 && opt.level >= 2) f8 = f8tables::encode(plane, *whole);
+    const bool f8_below_order0 = !f8.empty() && static_cast<double>(f8.size()) < bound_bytes - kF8TablesMargin * static_cast<double>(n);
+    if (!f8_below_order0 && bound_bytes < static_cast<double>(n) * (1 - kTieMargin))
+        consider(Codec::rans0, rans_encode(Codec::rans0, plane));
 
     if (opt.level >= 2) {
         const int zlevel = zstd_level_for(opt.level);
         bool worth_full = opt.level >= 6 || n <= kZstdTiny;
         if (!worth_full) {
-            const auto sample = plane.first(std::min(n, n <= kZstdSample ? kZstdSmallSample : kZstdSample));
+            // Where the FP8 tables beat the order-0 bound, zstd could only
+            // win on long repeats, which a small sample shows as well.
+            const size_t sample_bytes = f8_below_order0 || n <= kZstdSample ? kZstdSmallSample : kZstdSample;
+            const auto sample = plane.first(std::min(n, sample_bytes));
             worth_full = static_cast<double>(zstd_encode(sample, 1).size()) <
                          kZstdSampleWin * order0_bits(sample) / 8;
         }
@@ -177,6 +194,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // scales; it decodes slower, so it is tried only where it may win big.
     if (opt.level >= 3 && bound_bytes < static_cast<double>(n) / 2 && (opt.level >= 7 || n <= kAdaptiveMax))
         consider(Codec::rans1, rans_encode(Codec::rans1, plane));
+    if (!f8.empty()) consider(Codec::f8_tables, std::move(f8), kF8TablesMargin);
     // An order-0 adaptive coder lands near the bound plus a small learning
     // cost; it can only win by its margin where the best so far is further
     // than that above the bound (a static table too large for the plane).
@@ -229,6 +247,7 @@ void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> 
         case Codec::scale_model: models::decode_scales(payload, out, layout); return;
         case Codec::f8_model: models::decode_f8(payload, out, layout); return;
         case Codec::fp4_model: models::decode_fp4(payload, out, layout); return;
+        case Codec::f8_tables: f8tables::decode(payload, out); return;
     }
     throw CorruptData("unknown codec id " + std::to_string(static_cast<int>(c)));
 }

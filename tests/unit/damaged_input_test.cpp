@@ -518,8 +518,8 @@ TEST_F(DamagedStore, ChunkOutsideItsTensor) {
 
 TEST_F(DamagedStore, CodecIdThatDoesNotExist) {
     StoreModel m = model_;
-    m.entries[kPatternChunk].codec[0] = static_cast<ptwm::Codec>(9);
-    expect_open_error(assemble(m), {"index entry 2: plane 0 has unknown codec id 9"});
+    m.entries[kPatternChunk].codec[0] = static_cast<ptwm::Codec>(10);
+    expect_open_error(assemble(m), {"index entry 2: plane 0 has unknown codec id 10"});
 }
 
 TEST_F(DamagedStore, DecompositionIdThatDoesNotExist) {
@@ -654,8 +654,8 @@ TEST_F(DamagedStore, DecodedSizeDisagreesWithTheIndex) {
 
 TEST(DamagedPlane, UnknownCodecId) {
     Bytes out(16);
-    expect_error<ptwm::CorruptData>([&] { ptwm::decode_plane(static_cast<ptwm::Codec>(9), Bytes{1, 2}, out); },
-                                    {"unknown codec id 9"});
+    expect_error<ptwm::CorruptData>([&] { ptwm::decode_plane(static_cast<ptwm::Codec>(10), Bytes{1, 2}, out); },
+                                    {"unknown codec id 10"});
 }
 
 TEST(DamagedPlane, ConstantPayloadOfTwoBytes) {
