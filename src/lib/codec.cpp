@@ -167,23 +167,28 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         }
     };
 
-    const double bound_bytes = order0_bits(plane) / 8;
-    // FP8 weights: the static context tables mostly land below the order-0
-    // bound, which no order-0 coder can reach; rANS is not tried when they
-    // beat it by the margin rANS would need.
+    Histogram hist{};
+    add_to_histogram(plane, hist);
+    const double bound_bytes = order0_bits(hist) / 8;
+    // FP8 weights: the static context tables land at or below the order-0
+    // bound. An order-0 rANS stream cannot go below it, and htscodecs'
+    // spends at least a byte per present symbol on its table on top: when
+    // the tables beat that by the margin rANS would need, it is not tried.
     std::vector<uint8_t> f8;
     if (whole && whole->dtype == DType::F8_E4M3 && opt.level >= 2) f8 = f8tables::encode(plane, *whole);
-    const bool f8_below_order0 = !f8.empty() && static_cast<double>(f8.size()) < bound_bytes - kF8TablesMargin * static_cast<double>(n);
-    if (!f8_below_order0 && bound_bytes < static_cast<double>(n) * (1 - kTieMargin))
+    const auto present = static_cast<double>(std::count_if(hist.begin(), hist.end(), [](uint64_t c) { return c != 0; }));
+    const bool f8_beats_rans = !f8.empty() && static_cast<double>(f8.size()) <
+                                                  bound_bytes + present - kF8TablesMargin * static_cast<double>(n);
+    if (!f8_beats_rans && bound_bytes < static_cast<double>(n) * (1 - kTieMargin))
         consider(Codec::rans0, rans_encode(Codec::rans0, plane));
 
     if (opt.level >= 2) {
         const int zlevel = zstd_level_for(opt.level);
         bool worth_full = opt.level >= 6 || n <= kZstdTiny;
         if (!worth_full) {
-            // Where the FP8 tables beat the order-0 bound, zstd could only
+            // Where the FP8 tables beat order-0 rANS, zstd could only
             // win on long repeats, which a small sample shows as well.
-            const size_t sample_bytes = f8_below_order0 || n <= kZstdSample ? kZstdSmallSample : kZstdSample;
+            const size_t sample_bytes = f8_beats_rans || n <= kZstdSample ? kZstdSmallSample : kZstdSample;
             const auto sample = plane.first(std::min(n, sample_bytes));
             worth_full = static_cast<double>(zstd_encode(sample, 1).size()) <
                          kZstdSampleWin * order0_bits(sample) / 8;

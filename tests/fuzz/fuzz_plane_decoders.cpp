@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::span<const uint8_t> payload = size >= kHeader ? input.subspan(kHeader) : input;
     const uint32_t wanted = size >= kHeader ? load_u32(data + 1) % kMaxOriginal : 0;
 
-    // Every codec id the format defines (0..8 today) and unknown ones, each asked for
+    // Every codec id the format defines (0..9 today) and unknown ones, each asked for
     // a few lengths: the exact one the header names, tiny ones (a payload
     // claiming more must not write past them) and a larger one. Zero is left
     // out: no caller asks for an empty plane (chunks are never empty).

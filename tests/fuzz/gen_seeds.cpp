@@ -18,6 +18,7 @@
 
 #include "ptwm/chunk_codec.hpp"
 #include "ptwm/codec.hpp"
+#include "../../src/lib/f8_tables.hpp"
 #include "ptwm/store_format.hpp"
 #include "ptwm/store_reader.hpp"
 
@@ -220,6 +221,24 @@ int main(int argc, char** argv) {
         const auto payload = ptwm::encode_with(codec, bytes);
         e.payload_length[0] = static_cast<uint32_t>(payload.size());
         write_plane_seed(out + "/planes/codec_" + name, e, payload);
+    }
+    // f8-tables with column classes and with coded signs: FP8-like bytes
+    // (a geometric exponent per column level, uniform mantissa and sign).
+    std::vector<uint8_t> fp8(64 * 40);
+    for (size_t i = 0; i < fp8.size(); ++i)
+        fp8[i] = static_cast<uint8_t>((i * 7919 % 2 ? 0x80 : 0) | std::min<size_t>(15, 3 + i % 64 / 16 + i * 31 % 5) << 3 |
+                                      i * 13 % 8);
+    const std::vector<uint64_t> shape = {40, 64};
+    for (const auto& [name, choice] : {std::pair{"classes", ptwm::f8tables::Choice{2, 12, false}},
+                                       std::pair{"signs", ptwm::f8tables::Choice{0, 10, true}}}) {
+        ptwm::ChunkEntry e;
+        e.decomposition = ptwm::Decomposition::stream;
+        e.plane_count = 1;
+        e.original_length = static_cast<uint32_t>(fp8.size());
+        e.codec[0] = ptwm::Codec::f8_tables;
+        const auto payload = ptwm::f8tables::encode_with(fp8, {shape, 0, ptwm::DType::F8_E4M3, {}}, choice);
+        e.payload_length[0] = static_cast<uint32_t>(payload.size());
+        write_plane_seed(out + "/planes/codec_f8_tables_" + name, e, payload);
     }
     return 0;
 }
