@@ -10,6 +10,7 @@
 #endif
 
 #include "ptwm/error.hpp"
+#include "varint.hpp"
 #include "static_rans.hpp"
 
 namespace ptwm::f8tables {
@@ -127,23 +128,6 @@ double estimated_magnitude_bits(const Plan& p, unsigned log2k) {
         bits += n ? static_cast<double>(n) * std::log2(static_cast<double>(n)) - sum + 6.0 * present + 20 : 1;
     }
     return bits;
-}
-
-void put_varint(std::vector<uint8_t>& out, uint64_t v) {
-    for (; v >= 0x80; v >>= 7) out.push_back(static_cast<uint8_t>(v | 0x80));
-    out.push_back(static_cast<uint8_t>(v));
-}
-
-uint64_t get_varint(std::span<const uint8_t>& in) {
-    uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (in.empty()) throw CorruptData("f8-tables: truncated header");
-        const uint8_t b = in[0];
-        in = in.subspan(1);
-        v |= uint64_t{b & 0x7Fu} << shift;
-        if (!(b & 0x80)) return v;
-    }
-    throw CorruptData("f8-tables: bad header");
 }
 
 // Raw sign bits: bit i % 8 of byte i / 8 is byte i's sign.
@@ -317,8 +301,8 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
     payload = payload.subspan(2);
     uint64_t period = 1, phase = 0;
     if (log2k) {
-        period = get_varint(payload);
-        phase = get_varint(payload);
+        period = get_varint(payload, "f8-tables");
+        phase = get_varint(payload, "f8-tables");
         if (period < 2 || period > kMaxPeriod || phase >= period) throw CorruptData("f8-tables: bad column period");
     }
     std::vector<uint8_t> cls(period, 0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ptwm/error.hpp"
+#include "varint.hpp"
 
 #include "context_coder.hpp"
 
@@ -55,23 +56,6 @@ ScaleGeometry scale_geometry(std::span<const uint64_t> shape) {
 
 // Kernel positions (kh * kw) whose periods the encoder tries besides the shape's.
 constexpr uint64_t kScaleTaps[] = {3, 4, 9, 25, 49};
-
-void put_varint(std::vector<uint8_t>& out, uint64_t v) {
-    for (; v >= 0x80; v >>= 7) out.push_back(static_cast<uint8_t>(v | 0x80));
-    out.push_back(static_cast<uint8_t>(v));
-}
-
-uint64_t get_varint(std::span<const uint8_t>& in) {
-    uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (in.empty()) throw CorruptData("context model: truncated header");
-        const uint8_t b = in[0];
-        in = in.subspan(1);
-        v |= uint64_t{b & 0x7Fu} << shift;
-        if (!(b & 0x80)) return v;
-    }
-    throw CorruptData("context model: bad header");
-}
 
 constexpr RateTable kScaleRates(60, 0.5);
 constexpr unsigned kScaleLevels = 6, kScaleSteps = 3;
@@ -258,7 +242,7 @@ std::vector<uint8_t> encode_fp4(std::span<const uint8_t> in, const TensorLayout&
 
 void decode_fp4(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
     if (layout.scales.size() * 16 != out.size()) throw CorruptData("FP4 model: the scales do not cover the blocks");
-    const uint64_t row = get_varint(payload);
+    const uint64_t row = get_varint(payload, "context model");
     if (row == 0 || row > kMaxTable) throw CorruptData("FP4 model: bad row length");
     Decoder d(kFp4Rates, payload);
     code_fp4(d, out.data(), layout.scales, layout.offset * 2, row);
@@ -288,8 +272,8 @@ std::vector<uint8_t> encode_scales(std::span<const uint8_t> in, const TensorLayo
 
 void decode_scales(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
     ScaleGeometry g;
-    g.blocks_per_tap = get_varint(payload);
-    g.blocks_per_row = get_varint(payload);
+    g.blocks_per_tap = get_varint(payload, "context model");
+    g.blocks_per_row = get_varint(payload, "context model");
     if (g.blocks_per_row == 0 || g.blocks_per_tap > kMaxTable || (g.blocks_per_tap && g.blocks_per_row > g.blocks_per_tap))
         throw CorruptData("scale model: bad channel period");
     Decoder d(kScaleRates, payload);
