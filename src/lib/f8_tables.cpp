@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #ifdef __SSE2__
@@ -253,6 +254,33 @@ void decode_bytes(const std::vector<srans::DecodeTable>& t, const std::vector<ui
         j = j + 1 == period ? 0 : j + 1;
         return mt;
     };
+    if constexpr (!CodedSigns) {
+        // One symbol a state a round, so the four states step first and then
+        // renormalise together: each reads its word at an offset known from
+        // the states before it (a sum), not through the cursor they moved --
+        // the loads go out at once instead of one after another. The words
+        // are consumed in the same order as byte by byte.
+        const uint32_t mask = (1u << prec) - 1;
+        for (; i + 4 <= n && end - p >= kRoundBytes; i += 4) {
+            std::array<unsigned, 4> v, in;
+            for (unsigned lane = 0; lane < 4; ++lane) {
+                const auto& mt = table();
+                const uint32_t slot = x[lane] & mask;
+                const unsigned sym = mt.symbol[slot];
+                x[lane] = mt.freq[sym] * (x[lane] >> prec) + slot - mt.cum[sym];
+                v[lane] = sym;
+                in[lane] = x[lane] < srans::kLow;
+            }
+            const std::array<unsigned, 4> at = {0, 2 * in[0], 2 * (in[0] + in[1]), 2 * (in[0] + in[1] + in[2])};
+            for (unsigned lane = 0; lane < 4; ++lane) {
+                uint16_t w;
+                std::memcpy(&w, p + at[lane], 2);
+                x[lane] = in[lane] ? (x[lane] << 16 | w) : x[lane];
+                out[i + lane] = static_cast<uint8_t>(((signs[(i + lane) / 8] >> ((i + lane) % 8)) & 1) << 7 | v[lane]);
+            }
+            p += at[3] + 2 * in[3];
+        }
+    }
     for (; i + 4 <= n && end - p >= kRoundBytes; i += 4)
         for (unsigned lane = 0; lane < 4; ++lane)
             out[i + lane] = decode_byte<CodedSigns, false>(t, table(), signs, prec, x[lane], p, end, i + lane);
