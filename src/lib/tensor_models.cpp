@@ -92,14 +92,24 @@ void code_scales(C& c, uint8_t* s, size_t n, uint64_t first, ScaleGeometry g) {
     // Per input channel: sum and count of u so far.
     // 64-bit: a chunk may hold 2^28 scales (kMaxChunkBytes).
     std::vector<uint64_t> chsum(P ? P / R + 1 : 1), chcnt(P ? P / R + 1 : 1);
+    // The channel of scale `first + i` is ((first + i) % P) / R. Counters
+    // that step with i give it without two 64-bit divisions a scale, which
+    // were most of the model's time (the encoder runs it once per candidate
+    // period).
+    uint64_t pos = P ? first % P : 0, ch = R ? pos / R : 0, sub = R ? pos % R : 0;
     for (size_t i = 0; i < n; ++i) {
         const unsigned u = C::kDecoding ? 0 : s[i] - mn;
-        const size_t ch = P ? ((first + i) % P) / R : 0;
         unsigned lev = kScaleLevels;  // no history
-        if (P && chcnt[ch])
-            lev = std::min<unsigned>(kScaleLevels - 1, (kScaleSteps * chsum[ch] + chcnt[ch] / 2) / chcnt[ch]);
-        else if (!P && i)
+        if (P && chcnt[ch]) {
+            // min(levels - 1, round(steps * mean)), by comparisons: the
+            // rounded quotient (steps * sum + cnt / 2) / cnt is at least k
+            // exactly when the numerator is at least k * cnt.
+            const uint64_t num = kScaleSteps * chsum[ch] + chcnt[ch] / 2, cnt = chcnt[ch];
+            lev = 0;
+            for (unsigned k = 1; k < kScaleLevels; ++k) lev += num >= k * cnt;
+        } else if (!P && i) {
             lev = std::min<unsigned>(kScaleLevels - 1, kScaleSteps * static_cast<uint8_t>(s[i - 1] - mn));
+        }
         Node* nd = &nodes[lev * 4];
         unsigned k = 0;
         while (k < 4 && c.bit(nd[k], u > k)) ++k;
@@ -118,6 +128,12 @@ void code_scales(C& c, uint8_t* s, size_t n, uint64_t first, ScaleGeometry g) {
         if (P) {
             chsum[ch] += k;
             chcnt[ch]++;
+            if (++pos == P) {
+                pos = ch = sub = 0;
+            } else if (++sub == R) {
+                sub = 0;
+                ++ch;
+            }
         }
     }
 }
