@@ -41,6 +41,15 @@ std::array<size_t, kMaxPlanes> group_plane_lengths(Decomposition d, std::span<co
     return len;
 }
 
+void add_group_byte_histograms(Decomposition d, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
+                               std::span<std::array<uint64_t, 256>, kMaxPlanes> per_group) {
+    const unsigned bb = block_bytes(d);
+    for (size_t b = 0; b < scales.size(); ++b) {
+        auto& h = per_group[group_of(d, scales[b], base)];
+        for (unsigned k = 0; k < bb; ++k) ++h[in[b * bb + k]];
+    }
+}
+
 void split_grouped(Decomposition d, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
                    std::span<uint8_t* const> planes) {
     const unsigned bb = block_bytes(d);
