@@ -221,14 +221,18 @@ private:
         return order0_bits(hi) + order0_bits(lo);
     }
 
-    // The sign plane packs the bits 3 and 7 of four bytes into one.
+    // The sign plane packs the bits 3 and 7 of four bytes into one, byte k's
+    // at bits 2k and 2k + 1: gathered from a little-endian word by shifts.
     static double sign_bits(std::span<const uint8_t> bytes) {
         Histogram h{};
         size_t j = 0;
         for (; j + 4 <= bytes.size(); j += 4) {
-            uint32_t x = 0;
-            for (unsigned k = 0; k < 4; ++k) x |= static_cast<uint32_t>((bytes[j + k] >> 3 & 1) | (bytes[j + k] >> 6 & 2)) << (2 * k);
-            ++h[x];
+            uint32_t x = static_cast<uint32_t>(bytes[j]) | static_cast<uint32_t>(bytes[j + 1]) << 8 |
+                         static_cast<uint32_t>(bytes[j + 2]) << 16 | static_cast<uint32_t>(bytes[j + 3]) << 24;
+            x = (x >> 3) & 0x11111111u;         // byte k's bits 3, 7 at 8k, 8k + 4
+            x = (x | x >> 3) & 0x03030303u;     // ... at 8k, 8k + 1
+            x = (x | x >> 6) & 0x000F000Fu;     // bytes 0-1 at bits 0-3, 2-3 at 16-19
+            ++h[(x | x >> 12) & 0xFFu];
         }
         if (j < bytes.size()) {
             uint32_t x = 0;
