@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include "ptwm/checksum.hpp"
 #include "ptwm/error.hpp"
@@ -288,11 +289,9 @@ private:
 
 Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample,
                                    std::span<const uint8_t> scales) {
-    Decomposition best = candidates.front();
-    if (candidates.size() == 1) return best;
+    if (candidates.size() == 1) return candidates.front();
     PlaneBitCounter counter(sample);
-    double best_bits = std::numeric_limits<double>::infinity();
-    for (Decomposition d : candidates) {
+    auto bits_of = [&](Decomposition d) {
         size_t n = sample.size() - sample.size() % element_bytes(d);
         std::span<const uint8_t> sc;
         if (is_grouped(d)) {
@@ -300,10 +299,21 @@ Decomposition choose_decomposition(std::span<const Decomposition> candidates, st
             sc = scales.first(n / block_bytes(d));
         }
         const uint8_t base = is_grouped(d) ? group_base(d, sc) : 0;
-        double bits = counter.bits(d, sample.first(n), sc, base);
-        bits *= static_cast<double>(sample.size()) / static_cast<double>(std::max<size_t>(n, 1));
-        if (bits < best_bits) best_bits = bits, best = d;
-    }
+        return counter.bits(d, sample.first(n), sc, base) * static_cast<double>(sample.size()) /
+               static_cast<double>(std::max<size_t>(n, 1));
+    };
+    // Grouped candidates first: their per-group byte histograms add up to
+    // the stream's (and the FP4 magnitudes'), which then cost no pass of
+    // their own. The choice still goes through the candidates in order.
+    std::vector<double> bits(candidates.size());
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (is_grouped(candidates[k])) bits[k] = bits_of(candidates[k]);
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (!is_grouped(candidates[k])) bits[k] = bits_of(candidates[k]);
+    Decomposition best = candidates.front();
+    double best_bits = std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (bits[k] < best_bits) best_bits = bits[k], best = candidates[k];
     return best;
 }
 
