@@ -259,7 +259,10 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     if (opt.level >= 2 && n <= kAdaptiveMax) {
         const int w = contest_winner(c, n);
         const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
-        if (best_size - bound_bytes > kAdaptiveMargin * nd)
+        // Its payload is at least order0_floor: where that cannot beat the
+        // best by the margin either, encoding it is wasted.
+        if (best_size - bound_bytes > kAdaptiveMargin * nd &&
+            best_size - adaptive::order0_floor(plane) > kAdaptiveMargin * nd)
             c.push_back({Codec::adaptive, kAdaptiveMargin, bound_bytes, adaptive::encode_bytes(plane, 0)});
     }
     // The context models, where the plane is a whole tensor's bytes of their dtype.
