@@ -16,6 +16,12 @@ namespace ptwm::adaptive {
 // Bytes, each coded under the context of the byte before it (order 1) or
 // none (order 0). `order` is kept in the payload's first byte.
 std::vector<uint8_t> encode_bytes(std::span<const uint8_t> in, unsigned order);
+// A lower bound on the size of encode_bytes(in, 0), for deciding whether to
+// run it: each tree node's Krichevsky-Trofimov code length, which depends
+// only on the node's counts while no node halves them (at most 1024 bytes),
+// less an allowance for the coder's rounded probabilities. 0 (no bound) for
+// longer inputs.
+double order0_floor(std::span<const uint8_t> in);
 // Throws CorruptData on a malformed payload header; a damaged body decodes
 // to wrong bytes, which the chunk checksum catches.
 void decode_bytes(std::span<const uint8_t> payload, std::span<uint8_t> out);

@@ -26,6 +26,12 @@ uint8_t group_base(Decomposition grouped, std::span<const uint8_t> scales);
 // Plane lengths (one nibble a byte) for blocks with these scales.
 std::array<size_t, kMaxPlanes> group_plane_lengths(Decomposition grouped, std::span<const uint8_t> scales, uint8_t base);
 
+// Histogram of the packed bytes of each group's blocks (per_group[g] for the
+// blocks split_grouped deals into plane g): a group plane's nibble
+// histogram, counted without splitting.
+void add_group_byte_histograms(Decomposition grouped, std::span<const uint8_t> in, std::span<const uint8_t> scales,
+                               uint8_t base, std::span<std::array<uint64_t, 256>, kMaxPlanes> per_group);
+
 // `in` holds scales.size() blocks; planes[g] holds group_plane_lengths()[g] bytes.
 void split_grouped(Decomposition grouped, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
                    std::span<uint8_t* const> planes);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "ptwm/checksum.hpp"
 #include "ptwm/error.hpp"
@@ -153,21 +155,155 @@ std::vector<std::vector<uint8_t>> chunk_planes(const ChunkEntry& e, std::span<co
     return out;
 }
 
+namespace {
+
+// choose_decomposition's order-0 sums, counted from histograms of the input
+// bytes (or byte pairs and words) where each plane byte is a function of
+// them, instead of splitting the sample four ways and counting each plane:
+// plan_chunks ran through every FP4 tensor five times that way. The sums
+// are the ones the split planes give, added in the same order.
+class PlaneBitCounter {
+public:
+    explicit PlaneBitCounter(std::span<const uint8_t> sample) : sample_(sample) {}
+
+    // Order-0 bits of the planes of `bytes` (a prefix of the sample) under
+    // `d`, summed over the planes in their order.
+    double bits(Decomposition d, std::span<const uint8_t> bytes, std::span<const uint8_t> scales, uint8_t base) {
+        switch (d) {
+            case Decomposition::stream:
+                if (bytes.size() == sample_.size()) return order0_bits(whole());
+                break;
+            case Decomposition::nibble_split: return nibble_pair_bits(bytes, [](uint8_t v) { return v; });
+            case Decomposition::f8e4m3_exponent:  // [S E4 M3] -> [E4 S M3]
+                return nibble_pair_bits(bytes, [](uint8_t v) {
+                    return static_cast<uint8_t>(((v << 1) & 0xF0) | ((v >> 4) & 0x08) | (v & 0x07));
+                });
+            case Decomposition::f8e5m2_exponent:  // [S E5 M2] -> [E5 S M2]
+                return nibble_pair_bits(bytes, [](uint8_t v) {
+                    return static_cast<uint8_t>(((v << 1) & 0xF8) | ((v >> 5) & 0x04) | (v & 0x03));
+                });
+            case Decomposition::fp4_sign_magnitude:
+                if (bytes.size() == sample_.size()) return sign_bits(bytes) + magnitude_bits();
+                break;
+            case Decomposition::fp4_mx_grouped:
+            case Decomposition::fp4_nv_grouped: return grouped_bits(d, bytes, scales, base);
+            default: break;
+        }
+        return split_bits(d, bytes, scales, base);
+    }
+
+private:
+    const Histogram& whole() {
+        if (!whole_) {
+            whole_.emplace();
+            add_to_histogram(sample_, *whole_);
+        }
+        return *whole_;
+    }
+
+    // Planes of two nibbles a byte from each pair of (reordered) input
+    // bytes a, b: hi(a) | hi(b) << 4 and lo(a) | lo(b) << 4 (decomposition.cpp).
+    // The reorder goes through a table: it is most of the loop's work.
+    template <class Reorder>
+    static double nibble_pair_bits(std::span<const uint8_t> bytes, Reorder reorder) {
+        std::array<uint8_t, 256> hi_of, lo_of;
+        for (unsigned v = 0; v < 256; ++v) {
+            hi_of[v] = static_cast<uint8_t>(reorder(static_cast<uint8_t>(v)) >> 4);
+            lo_of[v] = static_cast<uint8_t>(reorder(static_cast<uint8_t>(v)) & 0x0F);
+        }
+        Histogram hi{}, lo{};
+        size_t j = 0;
+        for (; 2 * j + 1 < bytes.size(); ++j) {
+            const uint8_t a = bytes[2 * j], b = bytes[2 * j + 1];
+            ++hi[hi_of[a] | hi_of[b] << 4];
+            ++lo[lo_of[a] | lo_of[b] << 4];
+        }
+        if (2 * j < bytes.size()) {
+            ++hi[hi_of[bytes[2 * j]]];
+            ++lo[lo_of[bytes[2 * j]]];
+        }
+        return order0_bits(hi) + order0_bits(lo);
+    }
+
+    // The sign plane packs the bits 3 and 7 of four bytes into one, byte k's
+    // at bits 2k and 2k + 1: gathered from a little-endian word by shifts.
+    static double sign_bits(std::span<const uint8_t> bytes) {
+        Histogram h{};
+        size_t j = 0;
+        for (; j + 4 <= bytes.size(); j += 4) {
+            uint32_t x = static_cast<uint32_t>(bytes[j]) | static_cast<uint32_t>(bytes[j + 1]) << 8 |
+                         static_cast<uint32_t>(bytes[j + 2]) << 16 | static_cast<uint32_t>(bytes[j + 3]) << 24;
+            x = (x >> 3) & 0x11111111u;         // byte k's bits 3, 7 at 8k, 8k + 4
+            x = (x | x >> 3) & 0x03030303u;     // ... at 8k, 8k + 1
+            x = (x | x >> 6) & 0x000F000Fu;     // bytes 0-1 at bits 0-3, 2-3 at 16-19
+            ++h[(x | x >> 12) & 0xFFu];
+        }
+        if (j < bytes.size()) {
+            uint32_t x = 0;
+            for (unsigned k = 0; j + k < bytes.size(); ++k)
+                x |= static_cast<uint32_t>((bytes[j + k] >> 3 & 1) | (bytes[j + k] >> 6 & 2)) << (2 * k);
+            ++h[x];
+        }
+        return order0_bits(h);
+    }
+
+    // The magnitude plane byte is a function of the input byte.
+    double magnitude_bits() {
+        Histogram h{};
+        const Histogram& w = whole();
+        for (unsigned v = 0; v < 256; ++v) h[(v & 7) | ((v >> 4 & 7) << 3)] += w[v];
+        return order0_bits(h);
+    }
+
+    // A group plane holds both nibbles of its blocks' bytes, one a byte.
+    double grouped_bits(Decomposition d, std::span<const uint8_t> bytes, std::span<const uint8_t> scales, uint8_t base) {
+        std::array<Histogram, kMaxPlanes> per_group{};
+        add_group_byte_histograms(d, bytes, scales, base, per_group);
+        if (!whole_ && bytes.data() == sample_.data()) {
+            // The same counts make the stream's histogram, with the tail the
+            // blocks leave.
+            whole_.emplace();
+            for (const Histogram& g : per_group)
+                for (unsigned v = 0; v < 256; ++v) (*whole_)[v] += g[v];
+            add_to_histogram(sample_.subspan(std::min(sample_.size(), scales.size() * block_bytes(d))), *whole_);
+        }
+        double bits = 0;
+        for (const Histogram& g : per_group) {
+            Histogram nibbles{};
+            for (unsigned v = 0; v < 256; ++v) nibbles[v & 15] += g[v], nibbles[v >> 4] += g[v];
+            bits += order0_bits(nibbles);
+        }
+        return bits;
+    }
+
+    static double split_bits(Decomposition d, std::span<const uint8_t> bytes, std::span<const uint8_t> scales, uint8_t base) {
+        const PlaneLayout l = layout(d, bytes.size(), scales, base);
+        const auto planes = split_to_scratch(d, bytes, l, scales, base);
+        double bits = 0;
+        for (unsigned p = 0; p < l.count; ++p) bits += order0_bits({planes[p], l.length[p]});
+        return bits;
+    }
+
+    std::span<const uint8_t> sample_;
+    std::optional<Histogram> whole_;
+};
+
+}  // namespace
+
 Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample,
                                    std::span<const uint8_t> scales) {
-    Decomposition best = candidates.front();
-    if (candidates.size() == 1) return best;
+    if (candidates.size() == 1) return candidates.front();
     // A byte's order-0 entropy is never above the sum of its two nibbles'
     // (after any per-byte bit reorder), so beside the whole bytes a nibble
-    // split cannot win on this measure: it is not worth splitting the sample.
+    // split cannot win on this measure and is not counted.
     const bool has_stream = std::find(candidates.begin(), candidates.end(), Decomposition::stream) != candidates.end();
     auto is_nibble_split = [](Decomposition d) {
         return d == Decomposition::nibble_split || d == Decomposition::f8e4m3_exponent ||
                d == Decomposition::f8e5m2_exponent;
     };
-    double best_bits = std::numeric_limits<double>::infinity();
-    for (Decomposition d : candidates) {
-        if (has_stream && is_nibble_split(d)) continue;
+    PlaneBitCounter counter(sample);
+    auto bits_of = [&](Decomposition d) {
+        if (has_stream && is_nibble_split(d)) return std::numeric_limits<double>::infinity();
         size_t n = sample.size() - sample.size() % element_bytes(d);
         std::span<const uint8_t> sc;
         if (is_grouped(d)) {
@@ -175,13 +311,21 @@ Decomposition choose_decomposition(std::span<const Decomposition> candidates, st
             sc = scales.first(n / block_bytes(d));
         }
         const uint8_t base = is_grouped(d) ? group_base(d, sc) : 0;
-        const PlaneLayout l = layout(d, n, sc, base);
-        const auto planes = split_to_scratch(d, sample.first(n), l, sc, base);
-        double bits = 0;
-        for (unsigned p = 0; p < l.count; ++p) bits += order0_bits({planes[p], l.length[p]});
-        bits *= static_cast<double>(sample.size()) / static_cast<double>(std::max<size_t>(n, 1));
-        if (bits < best_bits) best_bits = bits, best = d;
-    }
+        return counter.bits(d, sample.first(n), sc, base) * static_cast<double>(sample.size()) /
+               static_cast<double>(std::max<size_t>(n, 1));
+    };
+    // Grouped candidates first: their per-group byte histograms add up to
+    // the stream's (and the FP4 magnitudes'), which then cost no pass of
+    // their own. The choice still goes through the candidates in order.
+    std::vector<double> bits(candidates.size());
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (is_grouped(candidates[k])) bits[k] = bits_of(candidates[k]);
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (!is_grouped(candidates[k])) bits[k] = bits_of(candidates[k]);
+    Decomposition best = candidates.front();
+    double best_bits = std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (bits[k] < best_bits) best_bits = bits[k], best = candidates[k];
     return best;
 }
 

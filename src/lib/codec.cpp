@@ -23,11 +23,12 @@ namespace {
 constexpr double kTieMargin = 0.01;
 // zstd is tried on a sample first at middle levels; only a plane whose sample
 // beats the order-0 bound by this factor gets a full zstd attempt.
-// Planes up to 16 KiB are sampled on their first 4 KiB (zstd's per-call cost
-// dominates there: FP4 files have thousands of such planes); below 1 KiB the
-// full attempt is as cheap as a sample.
-constexpr size_t kZstdSample = 16u << 10;
-constexpr size_t kZstdSmallSample = 4u << 10;
+// The sample is the plane's first 4 KiB: repetition that zstd can use shows
+// there as well as in 16 KiB (on no corpus plane above 4 KiB did the two
+// verdicts differ), at a quarter of the cost, and MXFP4 files have hundreds
+// of planes where the sample is all the zstd work. Below 1 KiB the full
+// attempt is as cheap as a sample.
+constexpr size_t kZstdSample = 4u << 10;
 constexpr size_t kZstdTiny = 1u << 10;
 constexpr double kZstdSampleWin = 0.9;
 // The adaptive coder decodes at tens of MB/s: it is only tried on planes this
@@ -151,22 +152,98 @@ std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zs
     throw Error("unknown codec " + std::to_string(static_cast<int>(c)));
 }
 
+namespace {
+
+// The contest between a plane's candidate payloads: in order of decode
+// speed, a candidate replaces the best so far only when it is smaller by
+// more than its margin of the plane. The adaptive coder takes part with a
+// floor (the order-0 bound): it is only worth its decode time where the
+// best so far is further than its margin above the bound.
+struct Contender {
+    Codec codec;
+    double margin;
+    double floor = 0;
+    std::vector<uint8_t> payload;
+    double entry_size() const { return std::max(static_cast<double>(payload.size()), floor); }
+};
+
+// Index of the winner among `c` (their order is the contest's); -1: raw.
+int contest_winner(std::span<const Contender> c, size_t n) {
+    int best = -1;
+    double best_size = static_cast<double>(n);
+    for (size_t k = 0; k < c.size(); ++k)
+        if (c[k].entry_size() < best_size - c[k].margin * static_cast<double>(n)) {
+            best = static_cast<int>(k);
+            best_size = static_cast<double>(c[k].payload.size());
+        }
+    return best;
+}
+
+// Whether a contender that would enter the contest at position `at`, whose
+// payload is at least `floor` bytes, cannot change its outcome: either it
+// could not beat the best before it, or a later winner beats it and
+// everything before that winner by the winner's margin, whatever its size.
+bool cannot_change_outcome(std::span<const Contender> c, size_t at, double margin, double floor, size_t n) {
+    const double nd = static_cast<double>(n);
+    const int w = contest_winner(c.first(at), n);
+    const double before = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+    if (floor >= before - margin * nd) return true;
+    const int final_w = contest_winner(c, n);
+    if (final_w < static_cast<int>(at)) return false;
+    const Contender& win = c[static_cast<size_t>(final_w)];
+    double rivals = std::min(nd, floor);
+    for (int k = 0; k < final_w; ++k) rivals = std::min(rivals, static_cast<double>(c[static_cast<size_t>(k)].payload.size()));
+    return win.entry_size() < rivals - win.margin * nd;
+}
+
+// A lower bound on the order-1 rANS payload of `plane`, from what any
+// htscodecs order-1 stream must hold: the flag byte, four 32-bit final
+// states (each carries at most 16 bits beyond its initial value), the
+// order-1 entropy of the bytes (less what the three interleaved streams'
+// starts, coded in context 0, can save) and a frequency table with at
+// least one byte per distinct (previous, byte) pair (tables of at most 16
+// symbols are never compressed: they stay under htscodecs' 1000 bytes).
+// The order-1 encoder costs some 20 us a call whatever the plane's size
+// (a 256 KiB table cleared, 1 MiB of symbols set up), more than all the
+// other candidates on the small planes it is tried on, where it almost
+// never wins: the bound lets the contest skip it.
+double rans1_floor(std::span<const uint8_t> plane) {
+    const size_t n = plane.size();
+    std::array<uint8_t, 256> index;
+    index.fill(0xFF);
+    unsigned symbols = 0;
+    for (uint8_t b : plane)
+        if (index[b] == 0xFF) {
+            if (symbols == 16) return 17;  // the table might be compressed: no bound here
+            index[b] = static_cast<uint8_t>(symbols++);
+        }
+    std::array<uint32_t, 16 * 16> pair{};
+    for (size_t i = 1; i < n; ++i) ++pair[index[plane[i - 1]] * 16u + index[plane[i]]];
+    double bits = 0;
+    unsigned pairs = 0;
+    for (unsigned a = 0; a < symbols; ++a) {
+        uint32_t total = 0;
+        for (unsigned b = 0; b < symbols; ++b) {
+            const uint32_t c = pair[a * 16 + b];
+            if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c)), ++pairs, total += c;
+        }
+        if (total) bits += static_cast<double>(total) * std::log2(static_cast<double>(total));
+    }
+    bits -= 3 * (std::log2(static_cast<double>(n)) + 1.45);
+    const double table = pairs > 3 ? pairs - 3 : 0;
+    return 1 + 16 + table + std::max(0.0, bits - 64) / 8;
+}
+
+}  // namespace
+
 EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& opt, const TensorLayout* whole) {
     const size_t n = plane.size();
     if (n == 0) return {Codec::raw, {}};
     if (all_equal(plane)) return {Codec::constant, {plane[0]}};
+    const double nd = static_cast<double>(n);
 
-    EncodedPlane best{Codec::raw, {}};
-    size_t best_size = n;
-    // Candidates in order of decode speed; each must beat the one before by
-    // more than the tie margin.
-    auto consider = [&](Codec c, std::vector<uint8_t>&& payload, double margin = kTieMargin) {
-        if (static_cast<double>(payload.size()) < static_cast<double>(best_size) - margin * static_cast<double>(n)) {
-            best_size = payload.size();
-            best = {c, std::move(payload)};
-        }
-    };
-
+    std::vector<Contender> c;
+    c.reserve(7);
     Histogram hist{};
     add_to_histogram(plane, hist);
     const double bound_bytes = order0_bits(hist) / 8;
@@ -176,49 +253,57 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // the tables beat that by the margin rANS would need, it is not tried.
     std::vector<uint8_t> f8;
     if (whole && whole->dtype == DType::F8_E4M3 && opt.level >= 2) f8 = f8tables::encode(plane, *whole);
-    const auto present = static_cast<double>(std::count_if(hist.begin(), hist.end(), [](uint64_t c) { return c != 0; }));
-    const bool f8_beats_rans = !f8.empty() && static_cast<double>(f8.size()) <
-                                                  bound_bytes + present - kF8TablesMargin * static_cast<double>(n);
-    if (!f8_beats_rans && bound_bytes < static_cast<double>(n) * (1 - kTieMargin))
-        consider(Codec::rans0, rans_encode(Codec::rans0, plane));
+    const auto present = static_cast<double>(std::count_if(hist.begin(), hist.end(), [](uint64_t k) { return k != 0; }));
+    const bool f8_beats_rans = !f8.empty() && static_cast<double>(f8.size()) < bound_bytes + present - kF8TablesMargin * nd;
+    if (!f8_beats_rans && bound_bytes < nd * (1 - kTieMargin))
+        c.push_back({Codec::rans0, kTieMargin, 0, rans_encode(Codec::rans0, plane)});
 
     if (opt.level >= 2) {
         const int zlevel = zstd_level_for(opt.level);
         bool worth_full = opt.level >= 6 || n <= kZstdTiny;
         if (!worth_full) {
-            // Where the FP8 tables beat order-0 rANS, zstd could only
-            // win on long repeats, which a small sample shows as well.
-            const size_t sample_bytes = f8_beats_rans || n <= kZstdSample ? kZstdSmallSample : kZstdSample;
-            const auto sample = plane.first(std::min(n, sample_bytes));
+            const auto sample = plane.first(std::min(n, kZstdSample));
             worth_full = static_cast<double>(zstd_encode(sample, 1).size()) <
                          kZstdSampleWin * order0_bits(sample) / 8;
         }
-        if (worth_full) consider(Codec::zstd, zstd_encode(plane, zlevel));
+        if (worth_full) c.push_back({Codec::zstd, kTieMargin, 0, zstd_encode(plane, zlevel)});
     }
     // Order-1 context pays on correlated low-entropy streams such as block
     // scales; it decodes slower, so it is tried only where it may win big.
-    if (opt.level >= 3 && bound_bytes < static_cast<double>(n) / 2 && (opt.level >= 7 || n <= kAdaptiveMax))
-        consider(Codec::rans1, rans_encode(Codec::rans1, plane));
-    if (!f8.empty()) consider(Codec::f8_tables, std::move(f8), kF8TablesMargin);
+    // It is encoded last, and only if its lower bound says it may change the
+    // outcome (see rans1_floor).
+    const size_t rans1_at = c.size();
+    const bool try_rans1 = opt.level >= 3 && bound_bytes < nd / 2 && (opt.level >= 7 || n <= kAdaptiveMax);
+    if (!f8.empty()) c.push_back({Codec::f8_tables, kF8TablesMargin, 0, std::move(f8)});
     // An order-0 adaptive coder lands near the bound plus a small learning
     // cost; it can only win by its margin where the best so far is further
     // than that above the bound (a static table too large for the plane).
-    if (opt.level >= 2 && n <= kAdaptiveMax &&
-        static_cast<double>(best_size) - bound_bytes > kAdaptiveMargin * static_cast<double>(n))
-        consider(Codec::adaptive, adaptive::encode_bytes(plane, 0), kAdaptiveMargin);
+    // (Order 1 can only lower the best so far: without it is the widest test.)
+    if (opt.level >= 2 && n <= kAdaptiveMax) {
+        const int w = contest_winner(c, n);
+        const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+        // Its payload is at least order0_floor: where that cannot beat the
+        // best by the margin either, encoding it is wasted.
+        if (best_size - bound_bytes > kAdaptiveMargin * nd &&
+            best_size - adaptive::order0_floor(plane) > kAdaptiveMargin * nd)
+            c.push_back({Codec::adaptive, kAdaptiveMargin, bound_bytes, adaptive::encode_bytes(plane, 0)});
+    }
     // The context models, where the plane is a whole tensor's bytes of their dtype.
     if (whole && whole->dtype && n <= kMaxModelledChunkBytes) {
         const DType t = *whole->dtype;
-        if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax &&
-            bound_bytes < static_cast<double>(n) / 2)
-            consider(Codec::scale_model, models::encode_scales(plane, *whole));
+        if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2)
+            c.push_back({Codec::scale_model, kTieMargin, 0, models::encode_scales(plane, *whole)});
         // Any saving is worth its decode time at these levels.
         if (t == DType::F8_E4M3 && opt.level >= kContextModelLevel)
-            consider(Codec::f8_model, models::encode_f8(plane, *whole), 0);
+            c.push_back({Codec::f8_model, 0, 0, models::encode_f8(plane, *whole)});
     }
+    if (try_rans1 && !cannot_change_outcome(c, rans1_at, kTieMargin, rans1_floor(plane), n))
+        c.insert(c.begin() + static_cast<long>(rans1_at),
+                 Contender{Codec::rans1, kTieMargin, 0, rans_encode(Codec::rans1, plane)});
 
-    if (best.codec == Codec::raw) best.payload.assign(plane.begin(), plane.end());
-    return best;
+    const int w = contest_winner(c, n);
+    if (w < 0) return {Codec::raw, {plane.begin(), plane.end()}};
+    return {c[static_cast<size_t>(w)].codec, std::move(c[static_cast<size_t>(w)].payload)};
 }
 
 void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {

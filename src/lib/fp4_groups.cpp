@@ -41,6 +41,19 @@ std::array<size_t, kMaxPlanes> group_plane_lengths(Decomposition d, std::span<co
     return len;
 }
 
+void add_group_byte_histograms(Decomposition d, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
+                               std::span<std::array<uint64_t, 256>, kMaxPlanes> per_group) {
+    const unsigned bb = block_bytes(d);  // 8 or 16: whole steps of 8 below
+    for (size_t b = 0; b < scales.size(); ++b) {
+        auto& h = per_group[group_of(d, scales[b], base)];
+        const uint8_t* p = in.data() + b * bb;
+        for (unsigned k = 0; k < bb; k += 8) {
+            ++h[p[k]], ++h[p[k + 1]], ++h[p[k + 2]], ++h[p[k + 3]];
+            ++h[p[k + 4]], ++h[p[k + 5]], ++h[p[k + 6]], ++h[p[k + 7]];
+        }
+    }
+}
+
 void split_grouped(Decomposition d, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
                    std::span<uint8_t* const> planes) {
     const unsigned bb = block_bytes(d);

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+
+#include <zstd.h>
 
 #include "ptwm/checksum.hpp"
 #include "ptwm/error.hpp"
@@ -30,6 +33,28 @@ uint64_t get_u64(const uint8_t* p) {
 constexpr size_t kSuperblockChecksumAt = kSuperblockBytes - 8;
 constexpr int kSectionZstdLevel = 9;  // within 1% of level 19 on headers and indexes, ten times faster
 
+// zstd sizes its match tables for the level, not for the input: level 9 sets
+// up a workspace of ~1 MiB to compress a 40 KiB header, and its first use
+// page-faults all of it in (10 us a page on the VMs ptwmfs runs on: 2.5 ms a
+// section, a tenth of packing a small model). Tables sized to the section
+// compress the corpus's headers and indexes as well or a little better.
+// The first section's workspace is kept for the second.
+std::vector<uint8_t> zstd_section(std::span<const uint8_t> bytes) {
+    thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+    unsigned window = 10;  // zstd's smallest
+    while (window < 22 && (size_t{1} << window) < bytes.size()) ++window;
+    ZSTD_CCtx_reset(ctx.get(), ZSTD_reset_session_and_parameters);
+    ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_compressionLevel, kSectionZstdLevel);
+    ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_windowLog, static_cast<int>(window));
+    ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_hashLog, static_cast<int>(window) - 3);
+    ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_chainLog, static_cast<int>(window) - 2);
+    std::vector<uint8_t> out(ZSTD_compressBound(bytes.size()));
+    const size_t r = ZSTD_compress2(ctx.get(), out.data(), out.size(), bytes.data(), bytes.size());
+    if (ZSTD_isError(r)) throw Error(std::string("zstd encoder failed: ") + ZSTD_getErrorName(r));
+    out.resize(r);
+    return out;
+}
+
 void put_section(uint8_t* p, const Section& s) {
     put_u64(p + 0, s.offset);
     put_u64(p + 8, s.stored_length);
@@ -51,7 +76,7 @@ uint64_t ChunkEntry::stored_length() const {
 std::vector<uint8_t> encode_section(std::span<const uint8_t> bytes, Section& section) {
     section.length = bytes.size();
     section.checksum = xxh3(bytes.data(), bytes.size());
-    std::vector<uint8_t> zstd = encode_with(Codec::zstd, bytes, kSectionZstdLevel);
+    std::vector<uint8_t> zstd = zstd_section(bytes);
     if (zstd.size() < bytes.size()) {
         section.codec = Codec::zstd;
         section.stored_length = zstd.size();
