@@ -244,15 +244,15 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
 
     std::vector<Contender> c;
     c.reserve(7);
-    Histogram hist{};
-    add_to_histogram(plane, hist);
-    const double bound_bytes = order0_bits(hist) / 8;
     // FP8 weights: the static context tables land at or below the order-0
     // bound. An order-0 rANS stream cannot go below it, and htscodecs'
     // spends at least a byte per present symbol on its table on top: when
     // the tables beat that by the margin rANS would need, it is not tried.
+    Histogram hist{};
     std::vector<uint8_t> f8;
-    if (whole && whole->dtype == DType::F8_E4M3 && opt.level >= 2) f8 = f8tables::encode(plane, *whole);
+    if (whole && whole->dtype == DType::F8_E4M3 && opt.level >= 2) f8 = f8tables::encode(plane, *whole, &hist);
+    else add_to_histogram(plane, hist);
+    const double bound_bytes = order0_bits(hist) / 8;
     const auto present = static_cast<double>(std::count_if(hist.begin(), hist.end(), [](uint64_t k) { return k != 0; }));
     const bool f8_beats_rans = !f8.empty() && static_cast<double>(f8.size()) < bound_bytes + present - kF8TablesMargin * nd;
     if (!f8_beats_rans && bound_bytes < nd * (1 - kTieMargin))

@@ -47,6 +47,7 @@ void for_each_column(size_t n, uint64_t period, uint64_t phase, F&& f) {
 // What the encoder's choice is made from: two passes over the chunk.
 struct Plan {
     uint64_t period = 1, phase = 0;
+    Histogram bytes{};                                 // all the chunk's bytes
     std::vector<uint8_t> class8;                       // per column: its rank by mean exponent, in eighths
     std::array<std::array<uint64_t, 128>, 8> magnitude{};  // magnitude counts per eighth
     std::array<uint64_t, 2> sign{};
@@ -61,18 +62,18 @@ Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
     std::vector<std::array<uint32_t, 256>> hist(p.period > 1 ? 8 : 1);
     for (auto& h : hist) h.fill(0);
     if (p.period > 1) {
-        // Columns ranked by mean exponent (sum / count, compared exactly).
-        std::vector<uint64_t> sum(p.period), count(p.period, n / p.period);
-        for (uint64_t r = 0; r < n % p.period; ++r) ++count[(p.phase + r) % p.period];
-        for_each_column(n, p.period, p.phase, [&](size_t i, uint64_t j) { sum[j] += (in[i] >> 3) & 15; });
-        std::vector<uint32_t> order(p.period);
-        std::iota(order.begin(), order.end(), 0);
-        std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-            const unsigned __int128 l = static_cast<unsigned __int128>(sum[a]) * std::max<uint64_t>(count[b], 1);
-            const unsigned __int128 r = static_cast<unsigned __int128>(sum[b]) * std::max<uint64_t>(count[a], 1);
-            return l != r ? l < r : a < b;
-        });
-        for (uint64_t rank = 0; rank < p.period; ++rank) p.class8[order[rank]] = static_cast<uint8_t>(rank * 8 / p.period);
+        // Columns ranked by mean exponent (the classes travel in the
+        // payload, so the ranking's rounding is the encoder's business).
+        const size_t seen = n;
+        std::vector<uint64_t> sum(p.period), count(p.period, seen / p.period);
+        for (uint64_t r = 0; r < seen % p.period; ++r) ++count[(p.phase + r) % p.period];
+        for_each_column(seen, p.period, p.phase, [&](size_t i, uint64_t j) { sum[j] += (in[i] >> 3) & 15; });
+        // Keys: the mean in 2^-24 steps above the column's number (20 bits).
+        std::vector<uint64_t> key(p.period);
+        for (uint64_t j = 0; j < p.period; ++j) key[j] = (sum[j] << 24) / std::max<uint64_t>(count[j], 1) << 20 | j;
+        std::sort(key.begin(), key.end());
+        for (uint64_t rank = 0; rank < p.period; ++rank)
+            p.class8[key[rank] & (kMaxPeriod - 1)] = static_cast<uint8_t>(rank * 8 / p.period);
         for_each_column(n, p.period, p.phase, [&](size_t i, uint64_t j) { ++hist[p.class8[j]][in[i]]; });
     } else {
         for (uint8_t x : in) ++hist[0][x];
@@ -81,6 +82,7 @@ Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
         for (unsigned x = 0; x < 256; ++x) {
             p.magnitude[c][x & 127] += hist[c][x];
             p.sign[x >> 7] += hist[c][x];
+            p.bytes[x] += hist[c][x];
         }
     return p;
 }
@@ -148,7 +150,7 @@ void pack_signs(std::span<const uint8_t> in, uint8_t* signs) {
 // The rANS pass, back to front (the decoder reads front to back), each
 // byte's sign after its magnitude when coded. sym: 128 symbols a table,
 // table 0 the sign's; cls: each column's table.
-template <bool CodedSigns>
+template <bool CodedSigns, bool Classes>
 void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymbol>& sym, const std::vector<uint8_t>& cls,
                 uint64_t period, uint64_t phase, std::vector<uint8_t>& out) {
     const size_t n = in.size();
@@ -159,11 +161,20 @@ void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymb
     std::array<uint32_t, srans::kLanes> x;
     x.fill(srans::kLow);
     uint64_t j = n ? (phase + n - 1) % period : 0;  // byte i's column
+    // Plain pointers: the words stored through p could alias a vector's
+    // own data pointer, which would then be reloaded at every byte.
+    const uint8_t* const bytes = in.data();
+    const srans::EncodeSymbol* const sy = sym.data();
+    const uint8_t* const cl = cls.data();
     auto code = [&](uint32_t& state, size_t i) __attribute__((always_inline)) {
-        const uint8_t v = in[i];
-        if constexpr (CodedSigns) srans::put(state, p, sym[v >> 7]);
-        srans::put(state, p, sym[(1 + cls[j]) * 128 + (v & 127)]);
-        j = j ? j - 1 : period - 1;
+        const uint8_t v = bytes[i];
+        if constexpr (CodedSigns) srans::put(state, p, sy[v >> 7]);
+        if constexpr (Classes) {
+            srans::put(state, p, sy[(1 + cl[j]) * 128 + (v & 127)]);
+            j = j ? j - 1 : period - 1;
+        } else {
+            srans::put(state, p, sy[128 + (v & 127)]);
+        }
     };
     size_t i = n;
     while (i % srans::kLanes) --i, code(x[i % srans::kLanes], i);
@@ -214,8 +225,13 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
     }
     std::vector<uint8_t> cls(p.period);
     for (uint64_t c = 0; c < p.period; ++c) cls[c] = static_cast<uint8_t>(p.class8[c] >> shift);
-    if (ch.coded_signs) code_bytes<true>(in, sym, cls, p.period, p.phase, out);
-    else code_bytes<false>(in, sym, cls, p.period, p.phase, out);
+    if (ch.log2_classes) {
+        if (ch.coded_signs) code_bytes<true, true>(in, sym, cls, p.period, p.phase, out);
+        else code_bytes<false, true>(in, sym, cls, p.period, p.phase, out);
+    } else {
+        if (ch.coded_signs) code_bytes<true, false>(in, sym, cls, p.period, p.phase, out);
+        else code_bytes<false, false>(in, sym, cls, p.period, p.phase, out);
+    }
     return out;
 }
 
@@ -295,8 +311,9 @@ std::vector<uint8_t> encode_with(std::span<const uint8_t> in, const TensorLayout
     return write(in, make_plan(in, layout), choice);
 }
 
-std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& layout) {
+std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& layout, Histogram* byte_counts) {
     const Plan p = make_plan(in, layout);
+    if (byte_counts) *byte_counts = p.bytes;
     // The class count by the estimate (exact sizes need the tables built,
     // and building them for every count costs as much as the coding); the
     // precision exactly, for that count.

@@ -33,7 +33,9 @@ struct Choice {
 };
 
 // `layout.shape` and `layout.offset` give the column period and phase.
-std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& layout);
+// `byte_counts`, when given, receives the bytes' histogram, which the
+// encoder counts anyway (the plane contest wants it for the order-0 bound).
+std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& layout, Histogram* byte_counts = nullptr);
 std::vector<uint8_t> encode_with(std::span<const uint8_t> in, const TensorLayout& layout, const Choice& choice);
 void decode(std::span<const uint8_t> payload, std::span<uint8_t> out);
 

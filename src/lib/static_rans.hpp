@@ -263,9 +263,10 @@ struct EncodeSymbol {
     uint32_t x_max = 0;     // renormalise while the state is at least this
     uint32_t rcp_freq = 0;  // 2^(31 + shift) / freq, rounded up
     uint32_t bias = 0;
-    uint32_t cmpl_freq = 0;  // 2^prec - freq
-    uint32_t rcp_shift = 0;
+    uint16_t cmpl_freq = 0;  // 2^prec - freq
+    uint16_t rcp_shift = 0;
 };
+static_assert(sizeof(EncodeSymbol) == 16, "one aligned load a symbol");
 
 inline std::vector<EncodeSymbol> encode_symbols(const Table& t, unsigned prec) {
     std::vector<EncodeSymbol> out(t.alphabet);
@@ -275,7 +276,7 @@ inline std::vector<EncodeSymbol> encode_symbols(const Table& t, unsigned prec) {
         if (!f) continue;
         EncodeSymbol& e = out[s];
         e.x_max = ((kLow >> prec) << 16) * f;
-        e.cmpl_freq = (1u << prec) - f;
+        e.cmpl_freq = static_cast<uint16_t>((1u << prec) - f);
         if (f < 2) {
             e.rcp_freq = ~0u;
             e.rcp_shift = 0;
@@ -284,7 +285,7 @@ inline std::vector<EncodeSymbol> encode_symbols(const Table& t, unsigned prec) {
             unsigned shift = 0;
             while (f > (1u << shift)) ++shift;
             e.rcp_freq = static_cast<uint32_t>(((uint64_t{1} << (shift + 31)) + f - 1) / f);
-            e.rcp_shift = shift - 1;
+            e.rcp_shift = static_cast<uint16_t>(shift - 1);
             e.bias = t.cum[s];
         }
     }
@@ -322,14 +323,16 @@ private:
 };
 
 // Codes one symbol onto state x (symbols go in reverse of decode order).
-inline void put(uint32_t& x, uint8_t*& p, const EncodeSymbol& e) {
-    const bool out = x >= e.x_max;  // one word at most: x < 2^31, x_max >= 2^16
+[[gnu::always_inline]] inline void put(uint32_t& x, uint8_t*& p, const EncodeSymbol& e) {
+    const uint32_t out = x >= e.x_max;  // one word at most: x < 2^31, x_max >= 2^16
     const uint16_t w = static_cast<uint16_t>(x);
     std::memcpy(p - 2, &w, 2);
-    p -= out ? 2 : 0;
-    x >>= out ? 16 : 0;
+    // Arithmetic, not `out ? 16 : 0`: GCC made that a branch, which the
+    // coin-flip of renormalisation mispredicts half the time.
+    p -= out << 1;
+    x >>= out << 4;
     const uint32_t q = static_cast<uint32_t>((uint64_t{x} * e.rcp_freq) >> 32) >> e.rcp_shift;
-    x = x + e.bias + q * e.cmpl_freq;
+    x = x + e.bias + q * uint32_t{e.cmpl_freq};
 }
 
 // A table as the decoder uses it: the symbol of every slot.
@@ -374,7 +377,7 @@ struct DecodeState {
 
 // Decodes one symbol from state x. The table must be used (callers check:
 // an unused table has no slots).
-inline unsigned get(uint32_t& x, const uint8_t*& p, const uint8_t* end, const DecodeTable& t, unsigned prec) {
+[[gnu::always_inline]] inline unsigned get(uint32_t& x, const uint8_t*& p, const uint8_t* end, const DecodeTable& t, unsigned prec) {
     const uint32_t slot = x & ((1u << prec) - 1);
     const unsigned s = t.symbol[slot];
     x = t.freq[s] * (x >> prec) + slot - t.cum[s];
@@ -388,7 +391,7 @@ inline unsigned get(uint32_t& x, const uint8_t*& p, const uint8_t* end, const De
 
 // The same without the bounds check, and without a branch: for callers that
 // know at least two bytes remain.
-inline unsigned get_unchecked(uint32_t& x, const uint8_t*& p, const DecodeTable& t, unsigned prec) {
+[[gnu::always_inline]] inline unsigned get_unchecked(uint32_t& x, const uint8_t*& p, const DecodeTable& t, unsigned prec) {
     const uint32_t slot = x & ((1u << prec) - 1);
     const unsigned s = t.symbol[slot];
     x = t.freq[s] * (x >> prec) + slot - t.cum[s];
