@@ -277,22 +277,33 @@ void decode_bytes(const std::vector<srans::DecodeTable>& t, const std::vector<ui
         // the loads go out at once instead of one after another. The words
         // are consumed in the same order as byte by byte.
         const uint32_t mask = (1u << prec) - 1;
+        // The classes' tables as plain pointers, and plain pointers to the
+        // rest: a byte stored to `out` may alias a vector's own pointer,
+        // which would then be reloaded at every symbol.
+        std::array<const uint8_t*, 8> symbol{};
+        std::array<const uint32_t*, 8> freq{}, cum{};
+        for (size_t c = 1; c < t.size(); ++c)
+            symbol[c - 1] = t[c].symbol.data(), freq[c - 1] = t[c].freq.data(), cum[c - 1] = t[c].cum.data();
+        const uint8_t* const cl = cls.data();
+        const uint8_t* const sg = signs.data();
+        uint8_t* const o = out.data();
         for (; i + 4 <= n && end - p >= kRoundBytes; i += 4) {
-            std::array<unsigned, 4> v, in;
+            std::array<uint32_t, 4> v, in;
             for (unsigned lane = 0; lane < 4; ++lane) {
-                const auto& mt = table();
+                const unsigned c = cl[j];
+                j = j + 1 == period ? 0 : j + 1;
                 const uint32_t slot = x[lane] & mask;
-                const unsigned sym = mt.symbol[slot];
-                x[lane] = mt.freq[sym] * (x[lane] >> prec) + slot - mt.cum[sym];
+                const unsigned sym = symbol[c][slot];
+                x[lane] = freq[c][sym] * (x[lane] >> prec) + slot - cum[c][sym];
                 v[lane] = sym;
                 in[lane] = x[lane] < srans::kLow;
             }
-            const std::array<unsigned, 4> at = {0, 2 * in[0], 2 * (in[0] + in[1]), 2 * (in[0] + in[1] + in[2])};
+            const std::array<uint32_t, 4> at = {0, 2 * in[0], 2 * (in[0] + in[1]), 2 * (in[0] + in[1] + in[2])};
             for (unsigned lane = 0; lane < 4; ++lane) {
                 uint16_t w;
                 std::memcpy(&w, p + at[lane], 2);
-                x[lane] = in[lane] ? (x[lane] << 16 | w) : x[lane];
-                out[i + lane] = static_cast<uint8_t>(((signs[(i + lane) / 8] >> ((i + lane) % 8)) & 1) << 7 | v[lane]);
+                x[lane] = x[lane] << (in[lane] << 4) | (w & (0u - in[lane]));
+                o[i + lane] = static_cast<uint8_t>(((sg[(i + lane) / 8] >> ((i + lane) % 8)) & 1) << 7 | v[lane]);
             }
             p += at[3] + 2 * in[3];
         }
