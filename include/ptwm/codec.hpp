@@ -58,6 +58,10 @@ inline constexpr int kContextModelLevel = 7;
 
 struct EncodeOptions {
     int level = 3;  // ptwmfs-tool --level, 1 (fastest) .. 9 (smallest)
+    // Below level 6: whether zstd may be tried at all (encode_chunk turns it
+    // off for the rest of a chunk's FP4 group planes when the first one did
+    // not take it: they hold the same kind of values).
+    bool zstd = true;
 };
 
 struct EncodedPlane {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "ptwm/adaptive_coder.hpp"
 #include "ptwm/error.hpp"
@@ -93,6 +94,12 @@ std::string_view name(Codec c) {
 }
 
 void add_to_histogram(std::span<const uint8_t> bytes, Histogram& h) {
+    // Small planes (FP4 files have thousands) count straight into h: the
+    // four tables below cost more to clear and merge than they save.
+    if (bytes.size() < 2048) {
+        for (uint8_t b : bytes) ++h[b];
+        return;
+    }
     // Four tables break the store-to-load dependency between equal
     // neighbouring bytes (an exponent plane is mostly one or two values).
     std::array<std::array<uint32_t, 256>, 4> part{};
@@ -249,22 +256,30 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // spends at least a byte per present symbol on its table on top: when
     // the tables beat that by the margin rANS would need, it is not tried.
     Histogram hist{};
+    // The zstd sample's own bound comes from the first bytes' counts, taken
+    // on the way to the whole plane's.
+    std::optional<double> head_bound;
     std::vector<uint8_t> f8;
-    if (whole && whole->dtype == DType::F8_E4M3 && opt.level >= 2) f8 = f8tables::encode(plane, *whole, &hist);
-    else add_to_histogram(plane, hist);
+    if (whole && whole->dtype == DType::F8_E4M3 && opt.level >= 2) {
+        f8 = f8tables::encode(plane, *whole, &hist);
+    } else {
+        add_to_histogram(plane.first(std::min(n, kZstdSample)), hist);
+        if (n > kZstdSample) head_bound = order0_bits(hist) / 8;
+        add_to_histogram(plane.subspan(std::min(n, kZstdSample)), hist);
+    }
     const double bound_bytes = order0_bits(hist) / 8;
     const auto present = static_cast<double>(std::count_if(hist.begin(), hist.end(), [](uint64_t k) { return k != 0; }));
     const bool f8_beats_rans = !f8.empty() && static_cast<double>(f8.size()) < bound_bytes + present - kF8TablesMargin * nd;
     if (!f8_beats_rans && bound_bytes < nd * (1 - kTieMargin))
         c.push_back({Codec::rans0, kTieMargin, 0, rans_encode(Codec::rans0, plane)});
 
-    if (opt.level >= 2) {
+    if (opt.level >= 2 && (opt.zstd || opt.level >= 6)) {
         const int zlevel = zstd_level_for(opt.level);
         bool worth_full = opt.level >= 6 || n <= kZstdTiny;
         if (!worth_full) {
             const auto sample = plane.first(std::min(n, kZstdSample));
-            worth_full = static_cast<double>(zstd_encode(sample, 1).size()) <
-                         kZstdSampleWin * order0_bits(sample) / 8;
+            const double sample_bound = sample.size() == n ? bound_bytes : head_bound ? *head_bound : order0_bits(sample) / 8;
+            worth_full = static_cast<double>(zstd_encode(sample, 1).size()) < kZstdSampleWin * sample_bound;
         }
         if (worth_full) c.push_back({Codec::zstd, kTieMargin, 0, zstd_encode(plane, zlevel)});
     }
