@@ -10,9 +10,9 @@
 // before ThreadSanitizer's runtime is up and crashes it; TSan builds use the
 // baseline code.
 #if defined(__SANITIZE_THREAD__)
-#define PTWM_AVX2_CLONE
+#define PTWM_SIMD_CLONES
 #else
-#define PTWM_AVX2_CLONE __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define PTWM_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #endif
 
 namespace ptwm {
@@ -165,7 +165,7 @@ size_t plane_length(Decomposition d, size_t n, unsigned p) {
 
 // Built for AVX2 and for the baseline, chosen at load time: the byte
 // shuffles vectorise twice as wide where the CPU has it.
-PTWM_AVX2_CLONE
+PTWM_SIMD_CLONES
 void split(Decomposition d, std::span<const uint8_t> in, std::span<uint8_t* const> planes) {
     assert(planes.size() == plane_count(d) && in.size() % element_bytes(d) == 0);
     const uint8_t* src = in.data();
@@ -204,7 +204,7 @@ void split(Decomposition d, std::span<const uint8_t> in, std::span<uint8_t* cons
     }
 }
 
-PTWM_AVX2_CLONE
+PTWM_SIMD_CLONES
 void merge(Decomposition d, std::span<const uint8_t* const> planes, std::span<uint8_t> out) {
     assert(planes.size() == plane_count(d) && out.size() % element_bytes(d) == 0);
     uint8_t* dst = out.data();
