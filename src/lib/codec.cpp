@@ -253,8 +253,10 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     c.reserve(7);
     // FP8 weights: the static context tables land at or below the order-0
     // bound. An order-0 rANS stream cannot go below it, and htscodecs'
-    // spends at least a byte per present symbol on its table on top: when
-    // the tables beat that by the margin rANS would need, it is not tried.
+    // spends on top at least a byte per present symbol on its table, one
+    // flag byte, and two bytes per state (a final state holds at most 16
+    // bits beyond its initial value): when the tables beat that by the
+    // margin rANS would need, it is not tried.
     Histogram hist{};
     // The zstd sample's own bound comes from the first bytes' counts, taken
     // on the way to the whole plane's.
@@ -269,7 +271,9 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     }
     const double bound_bytes = order0_bits(hist) / 8;
     const auto present = static_cast<double>(std::count_if(hist.begin(), hist.end(), [](uint64_t k) { return k != 0; }));
-    const bool f8_beats_rans = !f8.empty() && static_cast<double>(f8.size()) < bound_bytes + present - kF8TablesMargin * nd;
+    const double rans_overhead = present + 1 + 2.0 * rans::states(n);
+    const bool f8_beats_rans =
+        !f8.empty() && static_cast<double>(f8.size()) < bound_bytes + rans_overhead - kF8TablesMargin * nd;
     if (!f8_beats_rans && bound_bytes < nd * (1 - kTieMargin))
         c.push_back({Codec::rans0, kTieMargin, 0, rans_encode(Codec::rans0, plane)});
 

@@ -95,6 +95,8 @@ std::vector<uint8_t> encode_public(std::span<const uint8_t> plane, int flags) {
 
 }  // namespace
 
+unsigned states(size_t n) { return n < kX32Min ? 4 : 32; }
+
 std::vector<uint8_t> encode(std::span<const uint8_t> plane, unsigned order) {
     if (plane.size() < kX32Min) return encode_public(plane, static_cast<int>(order) | RANS_ORDER_NOSZ);
 #ifdef PTWM_HTSCODECS_KERNELS

@@ -16,6 +16,8 @@
 namespace ptwm::rans {
 
 std::vector<uint8_t> encode(std::span<const uint8_t> plane, unsigned order);
+// How many interleaved states encode() uses for a plane of n bytes (4 or 32).
+unsigned states(size_t n);
 // False when the payload is malformed or does not decode to out.size() bytes.
 bool decode(std::span<const uint8_t> payload, std::span<uint8_t> out);
 
