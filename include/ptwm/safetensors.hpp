@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ptwm/dtype.hpp"
@@ -25,7 +26,10 @@ struct SafetensorsHeader {
     std::vector<uint8_t> prefix;      // the file's bytes before the data section: 8-byte length + JSON
     std::vector<TensorInfo> tensors;  // sorted by begin; they tile the data section exactly
     std::string metadata_json;        // the "__metadata__" object as JSON text ("" when absent)
+    std::vector<uint32_t> by_name;    // indices into tensors, sorted by name
     uint64_t data_begin() const { return prefix.size(); }
+    // The index of the tensor called `name` (O(log n)).
+    std::optional<uint32_t> find(std::string_view name) const;
 };
 
 // The largest JSON header we accept (safetensors itself caps at 100 MB).

@@ -100,15 +100,15 @@ std::optional<ScalePair> find_scale_pair(const SafetensorsHeader& h, uint32_t te
     names.push_back(t.name + ".scales");
     names.push_back(t.name + "_scales");
     for (const auto& want : names) {
-        for (uint32_t i = 0; i < h.tensors.size(); ++i) {
-            const TensorInfo& s = h.tensors[i];
-            if (s.name != want || i == tensor || s.size() == 0 || t.size() % s.size() != 0) continue;
-            const uint64_t per_scale = t.size() / s.size();
-            if (per_scale == 16 && (s.dtype == DType::F8_E8M0 || s.dtype == DType::U8))
-                return ScalePair{i, Decomposition::fp4_mx_grouped};
-            if (per_scale == 8 && (s.dtype == DType::F8_E4M3 || s.dtype == DType::U8))
-                return ScalePair{i, Decomposition::fp4_nv_grouped};
-        }
+        const auto i = h.find(want);
+        if (!i || *i == tensor) continue;
+        const TensorInfo& s = h.tensors[*i];
+        if (s.size() == 0 || t.size() % s.size() != 0) continue;
+        const uint64_t per_scale = t.size() / s.size();
+        if (per_scale == 16 && (s.dtype == DType::F8_E8M0 || s.dtype == DType::U8))
+            return ScalePair{*i, Decomposition::fp4_mx_grouped};
+        if (per_scale == 8 && (s.dtype == DType::F8_E4M3 || s.dtype == DType::U8))
+            return ScalePair{*i, Decomposition::fp4_nv_grouped};
     }
     return std::nullopt;
 }

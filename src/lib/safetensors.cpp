@@ -7,12 +7,20 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 
 #include "ptwm/error.hpp"
 #include "ptwm/file_io.hpp"
 
 namespace ptwm {
+
+std::optional<uint32_t> SafetensorsHeader::find(std::string_view name) const {
+    const auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
+                                     [&](uint32_t i, std::string_view n) { return tensors[i].name < n; });
+    if (it == by_name.end() || tensors[*it].name != name) return std::nullopt;
+    return *it;
+}
 namespace {
 
 using nlohmann::json;
@@ -143,6 +151,10 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file
                     ", past the end of the file (" + std::to_string(file_size) + " bytes)");
     if (expected < file_size)
         throw Error(what + ": " + std::to_string(file_size - expected) + " bytes after the last tensor belong to no tensor");
+    h.by_name.resize(h.tensors.size());
+    std::iota(h.by_name.begin(), h.by_name.end(), 0u);
+    std::sort(h.by_name.begin(), h.by_name.end(),
+              [&](uint32_t a, uint32_t b) { return h.tensors[a].name < h.tensors[b].name; });
     return h;
 }
 
