@@ -164,10 +164,11 @@ std::vector<std::vector<uint8_t>> chunk_planes(const ChunkEntry& e, std::span<co
 namespace {
 
 // choose_decomposition's order-0 sums, counted from histograms of the input
-// bytes (or byte pairs and words) where each plane byte is a function of
-// them, instead of splitting the sample four ways and counting each plane:
-// plan_chunks ran through every FP4 tensor five times that way. The sums
-// are the ones the split planes give, added in the same order.
+// bytes (or words) where each plane byte is a function of them, instead of
+// splitting the sample four ways and counting each plane: plan_chunks ran
+// through every FP4 tensor five times that way. The sums are the ones the
+// split planes give, added in the same order. (Nibble splits never get
+// here beside whole bytes; alone they go through split_bits.)
 class PlaneBitCounter {
 public:
     explicit PlaneBitCounter(std::span<const uint8_t> sample) : sample_(sample) {}
@@ -179,15 +180,6 @@ public:
             case Decomposition::stream:
                 if (bytes.size() == sample_.size()) return order0_bits(whole());
                 break;
-            case Decomposition::nibble_split: return nibble_pair_bits(bytes, [](uint8_t v) { return v; });
-            case Decomposition::f8e4m3_exponent:  // [S E4 M3] -> [E4 S M3]
-                return nibble_pair_bits(bytes, [](uint8_t v) {
-                    return static_cast<uint8_t>(((v << 1) & 0xF0) | ((v >> 4) & 0x08) | (v & 0x07));
-                });
-            case Decomposition::f8e5m2_exponent:  // [S E5 M2] -> [E5 S M2]
-                return nibble_pair_bits(bytes, [](uint8_t v) {
-                    return static_cast<uint8_t>(((v << 1) & 0xF8) | ((v >> 5) & 0x04) | (v & 0x03));
-                });
             case Decomposition::fp4_sign_magnitude:
                 if (bytes.size() == sample_.size()) return sign_bits(bytes) + magnitude_bits();
                 break;
@@ -205,30 +197,6 @@ private:
             add_to_histogram(sample_, *whole_);
         }
         return *whole_;
-    }
-
-    // Planes of two nibbles a byte from each pair of (reordered) input
-    // bytes a, b: hi(a) | hi(b) << 4 and lo(a) | lo(b) << 4 (decomposition.cpp).
-    // The reorder goes through a table: it is most of the loop's work.
-    template <class Reorder>
-    static double nibble_pair_bits(std::span<const uint8_t> bytes, Reorder reorder) {
-        std::array<uint8_t, 256> hi_of, lo_of;
-        for (unsigned v = 0; v < 256; ++v) {
-            hi_of[v] = static_cast<uint8_t>(reorder(static_cast<uint8_t>(v)) >> 4);
-            lo_of[v] = static_cast<uint8_t>(reorder(static_cast<uint8_t>(v)) & 0x0F);
-        }
-        Histogram hi{}, lo{};
-        size_t j = 0;
-        for (; 2 * j + 1 < bytes.size(); ++j) {
-            const uint8_t a = bytes[2 * j], b = bytes[2 * j + 1];
-            ++hi[hi_of[a] | hi_of[b] << 4];
-            ++lo[lo_of[a] | lo_of[b] << 4];
-        }
-        if (2 * j < bytes.size()) {
-            ++hi[hi_of[bytes[2 * j]]];
-            ++lo[lo_of[bytes[2 * j]]];
-        }
-        return order0_bits(hi) + order0_bits(lo);
     }
 
     // The sign plane packs the bits 3 and 7 of four bytes into one, byte k's
