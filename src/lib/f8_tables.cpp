@@ -64,10 +64,9 @@ Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
     if (p.period > 1) {
         // Columns ranked by mean exponent (the classes travel in the
         // payload, so the ranking's rounding is the encoder's business).
-        const size_t seen = n;
-        std::vector<uint64_t> sum(p.period), count(p.period, seen / p.period);
-        for (uint64_t r = 0; r < seen % p.period; ++r) ++count[(p.phase + r) % p.period];
-        for_each_column(seen, p.period, p.phase, [&](size_t i, uint64_t j) { sum[j] += (in[i] >> 3) & 15; });
+        std::vector<uint64_t> sum(p.period), count(p.period, n / p.period);
+        for (uint64_t r = 0; r < n % p.period; ++r) ++count[(p.phase + r) % p.period];
+        for_each_column(n, p.period, p.phase, [&](size_t i, uint64_t j) { sum[j] += (in[i] >> 3) & 15; });
         // Keys: the mean in 2^-24 steps above the column's number (20 bits).
         std::vector<uint64_t> key(p.period);
         for (uint64_t j = 0; j < p.period; ++j) key[j] = (sum[j] << 24) / std::max<uint64_t>(count[j], 1) << 20 | j;
@@ -307,10 +306,11 @@ void decode_bytes(const std::vector<srans::DecodeTable>& t, const std::vector<ui
             }
             p += at[3] + 2 * in[3];
         }
+    } else {
+        for (; i + 4 <= n && end - p >= kRoundBytes; i += 4)
+            for (unsigned lane = 0; lane < 4; ++lane)
+                out[i + lane] = decode_byte<CodedSigns, false>(t, table(), signs, prec, x[lane], p, end, i + lane);
     }
-    for (; i + 4 <= n && end - p >= kRoundBytes; i += 4)
-        for (unsigned lane = 0; lane < 4; ++lane)
-            out[i + lane] = decode_byte<CodedSigns, false>(t, table(), signs, prec, x[lane], p, end, i + lane);
     for (; i < n; ++i) out[i] = decode_byte<CodedSigns, true>(t, table(), signs, prec, x[i % srans::kLanes], p, end, i);
     d.p = p;
     d.x = x;

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "ptwm/error.hpp"
@@ -69,6 +70,11 @@ public:
         const unsigned nb = static_cast<unsigned>(std::bit_width(w)) - 1;
         put((1u << (nb - k)) - 1, nb - k + 1);
         put(static_cast<uint32_t>(w & ((uint64_t{1} << nb) - 1)), nb);
+    }
+    // How many bits exp_golomb(v, k) writes.
+    static size_t exp_golomb_bits(uint32_t v, unsigned k) {
+        const unsigned nb = static_cast<unsigned>(std::bit_width(uint64_t{v} + (1u << k))) - 1;
+        return size_t{2 * nb - k + 1};
     }
     size_t bit_count() const { return written_; }
     void flush() {
@@ -134,6 +140,7 @@ inline unsigned bits_for(unsigned alphabet) { return static_cast<unsigned>(std::
 // damaged input: no present symbol).
 inline bool normalize(Table& t, unsigned prec) {
     static constexpr uint64_t kQuarter[4] = {65536, 77936, 92682, 110218};  // 2^16 * 2^(r/4), rounded
+    auto weight = [&](unsigned s) { return kQuarter[(t.code[s] - 1) & 3] << ((t.code[s] - 1) >> 2); };
     const uint32_t total = 1u << prec;
     t.freq.assign(t.alphabet, 0);
     t.cum.assign(t.alphabet, 0);
@@ -141,13 +148,12 @@ inline bool normalize(Table& t, unsigned prec) {
     std::array<uint8_t, 256> order;
     unsigned present = 0;
     for (unsigned s = 0; s < t.alphabet; ++s)
-        if (t.code[s]) sum += kQuarter[(t.code[s] - 1) & 3] << ((t.code[s] - 1) >> 2), order[present++] = static_cast<uint8_t>(s);
+        if (t.code[s]) sum += weight(s), order[present++] = static_cast<uint8_t>(s);
     if (sum == 0 || present > total) return false;
     int64_t diff = total;
     for (unsigned k = 0; k < present; ++k) {
         const unsigned s = order[k];
-        const uint64_t a = kQuarter[(t.code[s] - 1) & 3] << ((t.code[s] - 1) >> 2);
-        t.freq[s] = static_cast<uint32_t>(std::max<uint64_t>(1, (a * total + sum / 2) / sum));
+        t.freq[s] = static_cast<uint32_t>(std::max<uint64_t>(1, (weight(s) * total + sum / 2) / sum));
         diff -= t.freq[s];
     }
     if (diff != 0) {
@@ -166,8 +172,8 @@ inline bool normalize(Table& t, unsigned prec) {
     return true;
 }
 
-// A table for symbol counts (encoder). Falls back to finer codes where the
-// rounding of many rare symbols up to 1 would leave no room.
+// A table for symbol counts (encoder): each present symbol's code is its
+// frequency's log in quarter octaves, rounded.
 inline Table table_for(std::span<const uint64_t> counts, unsigned prec) {
     Table t;
     t.alphabet = static_cast<unsigned>(counts.size());
@@ -185,20 +191,29 @@ inline Table table_for(std::span<const uint64_t> counts, unsigned prec) {
     return t;
 }
 
-inline void write_table(BitWriter& w, const Table& t) {
-    w.put(t.used, 1);
-    if (!t.used) return;
+// The first and last present symbol of a used table.
+inline std::pair<unsigned, unsigned> code_range(const Table& t) {
     unsigned lo = 0, hi = t.alphabet - 1;
     while (!t.code[lo]) ++lo;
     while (!t.code[hi]) --hi;
+    return {lo, hi};
+}
+
+// Neighbouring codes' difference, zigzagged to a non-negative value.
+inline uint32_t code_delta(const Table& t, unsigned s) {
+    const int d = int{t.code[s]} - int{t.code[s - 1]};
+    return d >= 0 ? 2u * static_cast<unsigned>(d) : 2u * static_cast<unsigned>(-d) - 1;
+}
+
+inline void write_table(BitWriter& w, const Table& t) {
+    w.put(t.used, 1);
+    if (!t.used) return;
+    const auto [lo, hi] = code_range(t);
     const unsigned b = bits_for(t.alphabet);
     w.put(lo, b);
     w.put(hi - lo, b);
     w.exp_golomb(t.code[lo] - 1u, 3);
-    for (unsigned s = lo + 1; s <= hi; ++s) {
-        const int d = int{t.code[s]} - int{t.code[s - 1]};
-        w.exp_golomb(d >= 0 ? 2u * static_cast<unsigned>(d) : 2u * static_cast<unsigned>(-d) - 1, 1);
-    }
+    for (unsigned s = lo + 1; s <= hi; ++s) w.exp_golomb(code_delta(t, s), 1);
 }
 
 inline Table read_table(BitReader& r, unsigned alphabet, unsigned prec) {
@@ -238,18 +253,9 @@ inline double cost_bits(std::span<const uint64_t> counts, const Table& t, unsign
 // The table's description in bits (what write_table writes, counted).
 inline size_t table_bits(const Table& t) {
     if (!t.used) return 1;
-    auto eg = [](uint32_t v, unsigned k) {
-        const unsigned nb = static_cast<unsigned>(std::bit_width(uint64_t{v} + (1u << k))) - 1;
-        return size_t{2 * nb - k + 1};
-    };
-    unsigned lo = 0, hi = t.alphabet - 1;
-    while (!t.code[lo]) ++lo;
-    while (!t.code[hi]) --hi;
-    size_t bits = 1 + 2 * bits_for(t.alphabet) + eg(t.code[lo] - 1u, 3);
-    for (unsigned s = lo + 1; s <= hi; ++s) {
-        const int d = int{t.code[s]} - int{t.code[s - 1]};
-        bits += eg(d >= 0 ? 2u * static_cast<unsigned>(d) : 2u * static_cast<unsigned>(-d) - 1, 1);
-    }
+    const auto [lo, hi] = code_range(t);
+    size_t bits = 1 + 2 * bits_for(t.alphabet) + BitWriter::exp_golomb_bits(t.code[lo] - 1u, 3);
+    for (unsigned s = lo + 1; s <= hi; ++s) bits += BitWriter::exp_golomb_bits(code_delta(t, s), 1);
     return bits;
 }
 
@@ -258,7 +264,7 @@ inline size_t table_bits(const Table& t) {
 
 // A symbol as the encoder codes it: the division by its frequency turned
 // into a multiply and shift (ryg_rans' RansEncSymbol; exact for states
-// below 2^31, which byte-wise renormalisation keeps them).
+// below 2^31, which renormalisation keeps them).
 struct EncodeSymbol {
     uint32_t x_max = 0;     // renormalise while the state is at least this
     uint32_t rcp_freq = 0;  // 2^(31 + shift) / freq, rounded up
