@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "log.hpp"
-#include "ptwm/error.hpp"
+#include "ptwm/base/error.hpp"
 
 namespace ptwmfs {
 

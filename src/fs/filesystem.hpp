@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "prefetcher.hpp"
-#include "ptwm/chunk_cache.hpp"
+#include "ptwm/store/chunk_cache.hpp"
 #include "stats.hpp"
 #include "tree.hpp"
 

@@ -15,7 +15,7 @@
 #include "log.hpp"
 #include "options.hpp"
 #include "prefetcher.hpp"
-#include "ptwm/chunk_cache.hpp"
+#include "ptwm/store/chunk_cache.hpp"
 #include "tree.hpp"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <memory>
 #include <thread>
 
-#include "ptwm/size_text.hpp"
+#include "ptwm/base/size_text.hpp"
 #include "ptwmfs_version.h"
 
 namespace ptwmfs {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "ptwm/chunk_cache.hpp"
+#include "ptwm/store/chunk_cache.hpp"
 #include "store_file.hpp"
 
 namespace ptwmfs {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "prefetcher.hpp"
-#include "ptwm/chunk_cache.hpp"
+#include "ptwm/store/chunk_cache.hpp"
 
 namespace ptwmfs {
 

@@ -6,7 +6,7 @@
 #include <cerrno>
 
 #include "log.hpp"
-#include "ptwm/error.hpp"
+#include "ptwm/base/error.hpp"
 
 namespace ptwmfs {
 

@@ -13,8 +13,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "ptwm/chunk_cache.hpp"
-#include "ptwm/store_reader.hpp"
+#include "ptwm/store/chunk_cache.hpp"
+#include "ptwm/store/store_reader.hpp"
 #include "unique_fd.hpp"
 
 namespace ptwmfs {

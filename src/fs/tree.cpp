@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "log.hpp"
-#include "ptwm/error.hpp"
+#include "ptwm/base/error.hpp"
 
 namespace ptwmfs {
 namespace {

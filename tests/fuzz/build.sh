@@ -21,19 +21,19 @@ printf '#pragma once\n#define PTWMFS_VERSION "%s"\n' "${version:-0.0.0-fuzz}" >"
 # -fno-sanitize-recover: a UBSan finding must stop the run like a crash does,
 # or the fuzzer would print it and carry on.
 flags="-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
--fno-sanitize-recover=all -I$root/include -I$out/gen ${FUZZ_EXTRA_FLAGS:-}"
+-fno-sanitize-recover=all -I$root/include -I$root/src/lib -I$out/gen ${FUZZ_EXTRA_FLAGS:-}"
 libs="-lzstd -lxxhash -lhtscodecs -lpthread"
 
 # Library objects once (-fsanitize=fuzzer-no-link: instrumented for coverage,
 # but without libFuzzer's main), then one binary per target.
 objs=""
-for src in "$root"/src/lib/*.cpp; do
+for src in "$root"/src/lib/*/*.cpp; do
     name=$(basename "$src" .cpp)
     # The chunk cache is the daemon's, not the decoders': nothing to fuzz.
     [ "$name" = chunk_cache ] && continue
     obj="$out/obj/$name.o"
     if [ ! -e "$obj" ] || [ "$src" -nt "$obj" ] || [ "$0" -nt "$obj" ] ||
-        [ -n "$(find "$root/include" -name '*.hpp' -newer "$obj" 2>/dev/null | head -n 1)" ]; then
+        [ -n "$(find "$root/include" "$root/src/lib" -name '*.hpp' -newer "$obj" 2>/dev/null | head -n 1)" ]; then
         echo "CXX $src"
         # shellcheck disable=SC2086
         $CXX $(echo "$flags" | sed 's/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,/') -c "$src" -o "$obj"

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <span>
 
-#include "ptwm/error.hpp"
-#include "ptwm/safetensors.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/store/safetensors.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 // checksum and the validation behind it would never run. Chunk checksums are
 // left alone: they are checked after decoding, so mutated payloads still go
 // through every decoder. The checksum checks themselves are covered by
-// tests/unit/damaged_input_test.cpp.
+// tests/unit/damaged_store_test.cpp.
 //
 // The store lives in a memfd opened by its /proc/self/fd path, so the
 // fuzzer touches no disk. Outcomes allowed: ptwm::Error (open or read
@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "ptwm/codec.hpp"
-#include "ptwm/error.hpp"
-#include "ptwm/store_format.hpp"
-#include "ptwm/store_reader.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/codecs/codec.hpp"
+#include "ptwm/store/store_format.hpp"
+#include "ptwm/store/store_reader.hpp"
 
 namespace {
 

@@ -16,11 +16,11 @@
 
 #include <xxhash.h>
 
-#include "ptwm/chunk_codec.hpp"
-#include "ptwm/codec.hpp"
-#include "../../src/lib/f8_tables.hpp"
-#include "ptwm/store_format.hpp"
-#include "ptwm/store_reader.hpp"
+#include "codecs/f8_tables.hpp"
+#include "ptwm/codecs/codec.hpp"
+#include "ptwm/store/chunk_codec.hpp"
+#include "ptwm/store/store_format.hpp"
+#include "ptwm/store/store_reader.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 mkdir -p "$work/st" "$work/planes"
-${CXX:-g++} -std=c++20 -O1 -I"$root/include" "$root/tests/fuzz/gen_seeds.cpp" "$build/src/lib/libptwm.a" \
+${CXX:-g++} -std=c++20 -O1 -I"$root/include" -I"$root/src/lib" "$root/tests/fuzz/gen_seeds.cpp" "$build/src/lib/libptwm.a" \
     -lzstd -lxxhash -lhtscodecs -pthread -o "$work/gen_seeds"
 "$work/gen_seeds" "$work"
 

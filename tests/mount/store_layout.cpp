@@ -6,7 +6,7 @@
 #include <exception>
 #include <nlohmann/json.hpp>
 
-#include "ptwm/store_reader.hpp"
+#include "ptwm/store/store_reader.hpp"
 
 int main(int argc, char* argv[]) {
     if (argc != 2) {

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "ptwm/checksum.hpp"
+#include "ptwm/base/checksum.hpp"
 
 TEST(Checksum, EqualsLibxxhashForEveryLengthClass) {
     std::mt19937 rng(7);

@@ -1,4 +1,4 @@
-#include "ptwm/chunk_cache.hpp"
+#include "ptwm/store/chunk_cache.hpp"
 
 #include <gtest/gtest.h>
 

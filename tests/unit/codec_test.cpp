@@ -2,9 +2,9 @@
 
 #include <random>
 
-#include "ptwm/chunk_codec.hpp"
-#include "ptwm/codec.hpp"
-#include "ptwm/error.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/codecs/codec.hpp"
+#include "ptwm/store/chunk_codec.hpp"
 
 namespace ptwm {
 namespace {

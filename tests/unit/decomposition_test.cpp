@@ -5,8 +5,8 @@
 #include <cstring>
 #include <random>
 
-#include "ptwm/decomposition.hpp"
-#include "ptwm/dtype.hpp"
+#include "ptwm/planes/decomposition.hpp"
+#include "ptwm/planes/dtype.hpp"
 
 namespace ptwm {
 namespace {

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <random>
 
-#include "../../src/lib/f8_tables.hpp"
-#include "ptwm/codec.hpp"
-#include "ptwm/error.hpp"
+#include "codecs/f8_tables.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/codecs/codec.hpp"
 
 namespace ptwm {
 namespace {

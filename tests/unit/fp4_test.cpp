@@ -4,11 +4,12 @@
 
 #include <random>
 
-#include "ptwm/chunk_codec.hpp"
-#include "ptwm/error.hpp"
-#include "ptwm/fp4_groups.hpp"
-#include "ptwm/store_reader.hpp"
-#include "ptwm/store_writer.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/planes/fp4_groups.hpp"
+#include "ptwm/store/chunk_codec.hpp"
+#include "ptwm/store/scale_pairs.hpp"
+#include "ptwm/store/store_reader.hpp"
+#include "ptwm/store/store_writer.hpp"
 #include "test_files.hpp"
 
 namespace ptwm {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "ptwm/size_text.hpp"
+#include "ptwm/base/size_text.hpp"
 
 namespace ptwm {
 namespace {

@@ -6,11 +6,11 @@
 #include <random>
 #include <set>
 
-#include "ptwm/error.hpp"
-#include "ptwm/safetensors.hpp"
-#include "ptwm/store_decoder.hpp"
-#include "ptwm/store_reader.hpp"
-#include "ptwm/store_writer.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/store/safetensors.hpp"
+#include "ptwm/store/store_decoder.hpp"
+#include "ptwm/store/store_reader.hpp"
+#include "ptwm/store/store_writer.hpp"
 #include "test_files.hpp"
 
 namespace ptwm {

@@ -10,42 +10,34 @@
 //   - coding throughput in memory (no file I/O), 1 thread and all cores;
 //   - end-to-end command-line throughput of ptwmfs-tool against the zstd CLI.
 // See README.md in this directory for what each column means.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <limits>
-#include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "ptwm/chunk_codec.hpp"
-#include "ptwm/plane_stats.hpp"
-#include "ptwm/codec.hpp"
-#include "ptwm/dtype.hpp"
-#include "ptwm/error.hpp"
-#include "ptwm/file_io.hpp"
-#include "ptwm/parallel.hpp"
-#include "ptwm/safetensors.hpp"
-#include "ptwm/store_reader.hpp"
-#include "ptwm/store_writer.hpp"
-
-extern char** environ;
+#include "bench_types.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/base/file_io.hpp"
+#include "ptwm/base/parallel.hpp"
+#include "ptwm/codecs/codec.hpp"
+#include "ptwm/planes/dtype.hpp"
+#include "ptwm/store/chunk_codec.hpp"
+#include "ptwm/store/plane_stats.hpp"
+#include "ptwm/store/safetensors.hpp"
+#include "ptwm/store/store_reader.hpp"
+#include "ptwm/store/store_writer.hpp"
+#include "report.hpp"
+#include "timing.hpp"
+#include "zstd_peer.hpp"
 
 namespace fs = std::filesystem;
+using namespace bench;
 
 namespace {
 
@@ -68,61 +60,6 @@ constexpr const char* kUsage =
     "  --tmp DIR      scratch directory for stores and outputs (default /dev/shm)\n"
     "  --json         one JSON document on stdout instead of the table\n";
 
-struct Options {
-    std::vector<std::string> inputs;
-    int reps = 5;
-    int cli_reps = 3;
-    int level = 3;
-    unsigned threads = ptwm::default_threads();
-    std::string tool;
-    std::string zstd = "zstd";
-    std::string tmp = "/dev/shm";
-    bool cli = true;
-    bool json = false;
-};
-
-using Clock = std::chrono::steady_clock;
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// CPU time of the calling thread: with one thread doing all the work it is
-// the wall time minus the time other users of the machine took the core.
-double thread_cpu_seconds() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-// Keeps the minimum of repeated timings: on a shared machine noise only ever
-// adds time, so the fastest repetition is the closest to the true cost.
-// Single-threaded runs also keep the best CPU time (user + sys), which is
-// immune to preemption when the machine is overloaded (it still pays for
-// cache and memory-bandwidth contention).
-struct Best {
-    double seconds = kInf;
-    double cpu_seconds = kInf;
-    void add(double s, double cpu = kInf) {
-        seconds = std::min(seconds, s);
-        cpu_seconds = std::min(cpu_seconds, cpu);
-    }
-    bool valid() const { return std::isfinite(seconds) && seconds > 0; }
-    double mbps(uint64_t bytes) const { return valid() ? static_cast<double>(bytes) / 1e6 / seconds : NAN; }
-    double cpu_mbps(uint64_t bytes) const {
-        return std::isfinite(cpu_seconds) && cpu_seconds > 0 ? static_cast<double>(bytes) / 1e6 / cpu_seconds : NAN;
-    }
-};
-
-// Times fn() on this thread: wall and CPU seconds.
-template <typename Fn>
-void measure(Best& best, Fn&& fn) {
-    const double cpu0 = thread_cpu_seconds();
-    const auto start = Clock::now();
-    fn();
-    const double wall = seconds_since(start);
-    best.add(wall, thread_cpu_seconds() - cpu0);
-}
-
 std::vector<uint8_t> read_whole(const std::string& path) {
     const ptwm::File f = ptwm::File::open_read(path);
     std::vector<uint8_t> bytes(f.size());
@@ -134,14 +71,6 @@ bool is_f8(ptwm::DType d) { return d == ptwm::DType::F8_E4M3 || d == ptwm::DType
 
 // ---------------------------------------------------------------------------
 // Bounds
-
-struct Bounds {
-    double header_bytes = 0;
-    double plane_bound_bytes = 0;  // header + per tensor, per plane order-0 over the whole tensor
-    double byte_bound_bytes = 0;   // header + F8 tensors: whole-byte order-0; others: as plane bound
-    bool has_f8 = false;
-    std::map<std::string, uint64_t> dtype_bytes;  // tensor bytes per dtype name
-};
 
 // The same computation as `ptwmfs-tool inspect` (tools/ptwmfs-tool/inspect.cpp):
 // decode every chunk of the packed store, split it with the decomposition the
@@ -239,87 +168,8 @@ double time_decode_payload(const ptwm::StoreReader& store, std::span<const uint8
     return seconds_since(start);
 }
 
-// libzstd one-shot with reused contexts, as a caller that cares would use it.
-struct Zstd {
-    ZSTD_CCtx* cctx = ZSTD_createCCtx();
-    ZSTD_DCtx* dctx = ZSTD_createDCtx();
-    Zstd() = default;
-    Zstd(const Zstd&) = delete;
-    Zstd& operator=(const Zstd&) = delete;
-    ~Zstd() {
-        ZSTD_freeCCtx(cctx);
-        ZSTD_freeDCtx(dctx);
-    }
-    size_t compress(std::span<const uint8_t> in, std::vector<uint8_t>& out, int level) {
-        out.resize(ZSTD_compressBound(in.size()));
-        const size_t r = ZSTD_compressCCtx(cctx, out.data(), out.size(), in.data(), in.size(), level);
-        if (ZSTD_isError(r)) throw std::runtime_error(std::string("ZSTD_compress: ") + ZSTD_getErrorName(r));
-        out.resize(r);
-        return r;
-    }
-    void decompress(std::span<const uint8_t> in, std::span<uint8_t> out) {
-        const size_t r = ZSTD_decompressDCtx(dctx, out.data(), out.size(), in.data(), in.size());
-        if (ZSTD_isError(r) || r != out.size()) throw std::runtime_error("ZSTD_decompress failed");
-    }
-};
-
-// ---------------------------------------------------------------------------
-// Command-line runs
-
-struct CommandTime {
-    double wall = 0;
-    double cpu = 0;  // user + sys of the child
-};
-
-// Wall and CPU time of one run of argv (stdout to /dev/null, stderr kept so
-// failures show), or nullopt if it could not start or exited non-zero.
-std::optional<CommandTime> time_command(const std::vector<std::string>& argv) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    const auto start = Clock::now();
-    pid_t pid;
-    const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-        std::fprintf(stderr, "codec_bench: cannot run %s: %s\n", args[0], std::strerror(rc));
-        return std::nullopt;
-    }
-    int status = 0;
-    rusage usage{};
-    while (wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
-    }
-    const double s = seconds_since(start);
-    auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        std::string cmd;
-        for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
-        std::fprintf(stderr, "codec_bench: failed: %s\n", cmd.c_str());
-        return std::nullopt;
-    }
-    return CommandTime{s, tv(usage.ru_utime) + tv(usage.ru_stime)};
-}
-
 // ---------------------------------------------------------------------------
 // One file
-
-struct FileResult {
-    std::string path, name, dtype;
-    uint64_t size = 0, stored = 0, zstd3 = 0, zstd19 = 0;
-    Bounds bounds;
-    // In memory, best of --reps.
-    Best pack1, packN, unpack1, unpackN, unpack1_payload, unpackN_payload, z3c, z3d;
-    // Command line, best of --cli-reps.
-    Best cli_pack1, cli_packN, cli_unpack1, cli_unpackN, cli_z3c, cli_z3d;
-    bool cli_failed = false;
-
-    double ratio(double bytes) const { return bytes / static_cast<double>(size); }
-    double target_bound() const { return bounds.has_f8 ? bounds.byte_bound_bytes : bounds.plane_bound_bytes; }
-    double gap_percent() const { return (static_cast<double>(stored) / target_bound() - 1) * 100; }
-};
 
 // The dtype holding most tensor bytes names the file's row; an F8 file (its
 // side tensors are BF16 and F32) is named by its F8 dtype.
@@ -407,135 +257,6 @@ FileResult bench_file(const std::string& path, const Options& opt) {
     }
     for (const auto& p : {store_path, unpacked_path, zst_path, cli_store_path}) fs::remove(p);
     return r;
-}
-
-// ---------------------------------------------------------------------------
-// Output
-
-double safe_div(double a, double b) { return b > 0 && std::isfinite(a) && std::isfinite(b) ? a / b : NAN; }
-
-nlohmann::json to_json(const FileResult& r, const Options& opt) {
-    auto num = [](double v) -> nlohmann::json { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
-    nlohmann::json j{
-        {"file", r.path},
-        {"dtype", r.dtype},
-        {"dtype_bytes", r.bounds.dtype_bytes},
-        {"size_bytes", r.size},
-        {"stored_bytes", r.stored},
-        {"ratio", r.ratio(static_cast<double>(r.stored))},
-        {"zstd3_ratio", r.ratio(static_cast<double>(r.zstd3))},
-        {"zstd19_ratio", r.ratio(static_cast<double>(r.zstd19))},
-        {"header_bytes", r.bounds.header_bytes},
-        {"plane_bound_ratio", r.ratio(r.bounds.plane_bound_bytes)},
-        {"has_f8", r.bounds.has_f8},
-        {"byte_bound_ratio", r.bounds.has_f8 ? num(r.ratio(r.bounds.byte_bound_bytes)) : nlohmann::json()},
-        {"gap_percent", r.gap_percent()},
-        {"gap_against", r.bounds.has_f8 ? "whole-byte order-0 bound (F8 tensors), per-plane for the rest" : "per-plane order-0 bound"},
-        {"threads_all", opt.threads},
-        {"in_memory_mbps",
-         {{"pack1", num(r.pack1.mbps(r.size))},
-          {"packN", num(r.packN.mbps(r.size))},
-          {"unpack1", num(r.unpack1.mbps(r.size))},
-          {"unpackN", num(r.unpackN.mbps(r.size))},
-          {"unpack1_payload_only", num(r.unpack1_payload.mbps(r.size))},
-          {"unpackN_payload_only", num(r.unpackN_payload.mbps(r.size))},
-          {"zstd3_compress", num(r.z3c.mbps(r.size))},
-          {"zstd3_decompress", num(r.z3d.mbps(r.size))}}},
-        {"in_memory_cpu_mbps",
-         {{"pack1", num(r.pack1.cpu_mbps(r.size))},
-          {"unpack1", num(r.unpack1.cpu_mbps(r.size))},
-          {"unpack1_payload_only", num(r.unpack1_payload.cpu_mbps(r.size))},
-          {"zstd3_compress", num(r.z3c.cpu_mbps(r.size))},
-          {"zstd3_decompress", num(r.z3d.cpu_mbps(r.size))}}},
-        {"decode_vs_zstd3", num(safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)))},
-        {"decode_payload_vs_zstd3", num(safe_div(r.unpack1_payload.mbps(r.size), r.z3d.mbps(r.size)))},
-        {"pack1_vs_zstd3", num(safe_div(r.pack1.mbps(r.size), r.z3c.mbps(r.size)))},
-    };
-    if (opt.cli)
-        j["cli_mbps"] = {{"pack_j1", num(r.cli_pack1.mbps(r.size))},   {"pack_jN", num(r.cli_packN.mbps(r.size))},
-                         {"unpack_j1", num(r.cli_unpack1.mbps(r.size))}, {"unpack_jN", num(r.cli_unpackN.mbps(r.size))},
-                         {"zstd3_T1", num(r.cli_z3c.mbps(r.size))},     {"zstd_d_T1", num(r.cli_z3d.mbps(r.size))},
-                         {"unpack_j1_vs_zstd_d", num(safe_div(r.cli_unpack1.mbps(r.size), r.cli_z3d.mbps(r.size)))},
-                         {"pack_j1_vs_zstd3", num(safe_div(r.cli_pack1.mbps(r.size), r.cli_z3c.mbps(r.size)))}};
-    if (opt.cli)
-        j["cli_cpu_mbps"] = {{"pack_j1", num(r.cli_pack1.cpu_mbps(r.size))},
-                             {"unpack_j1", num(r.cli_unpack1.cpu_mbps(r.size))},
-                             {"zstd3_T1", num(r.cli_z3c.cpu_mbps(r.size))},
-                             {"zstd_d_T1", num(r.cli_z3d.cpu_mbps(r.size))}};
-    return j;
-}
-
-void print_table(const std::vector<FileResult>& results, const Options& opt) {
-    std::printf("ratios: stored/original (lower is better); bound: order-0 per plane over each tensor + header;\n"
-                "bytebd: F8 files, whole-byte order-0 for F8 tensors; gap%% = ours vs bytebd (F8) or bound (others)\n"
-                "MB/s of original bytes; in memory best of %d, CLI best of %d; N = %u threads; level %d\n\n",
-                opt.reps, opt.cli_reps, opt.threads, opt.level);
-    std::printf("%-22s %-7s %6s | %6s %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s %5s",
-                "file", "dtype", "MiB", "ours", "zstd3", "zstd19", "bound", "bytebd", "gap%",
-                "pack1", "packN", "unp1", "unpN", "z3c", "z3d", "d/z3d");
-    if (opt.cli) std::printf(" | %6s %6s %6s %6s %6s %5s", "cPack1", "zs3T1", "cUnp1", "zsdT1", "cPackN", "u/zd");
-    std::printf("\n");
-    auto f = [](double v, int prec) {
-        char buf[32];
-        if (std::isfinite(v)) std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-        else std::snprintf(buf, sizeof buf, "-");
-        return std::string(buf);
-    };
-    for (const FileResult& r : results) {
-        const double mib = static_cast<double>(r.size) / (1 << 20);
-        std::printf("%-22.22s %-7.7s %6.2f | %6.4f %6.4f %6.4f %6.4f %6s %6s | %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f %5s",
-                    r.name.c_str(), r.dtype.c_str(), mib, r.ratio(static_cast<double>(r.stored)),
-                    r.ratio(static_cast<double>(r.zstd3)), r.ratio(static_cast<double>(r.zstd19)),
-                    r.ratio(r.bounds.plane_bound_bytes),
-                    r.bounds.has_f8 ? f(r.ratio(r.bounds.byte_bound_bytes), 4).c_str() : "-",
-                    f(r.gap_percent(), 2).c_str(), r.pack1.mbps(r.size), r.packN.mbps(r.size), r.unpack1.mbps(r.size),
-                    r.unpackN.mbps(r.size), r.z3c.mbps(r.size), r.z3d.mbps(r.size),
-                    f(safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)), 2).c_str());
-        if (opt.cli)
-            std::printf(" | %6s %6s %6s %6s %6s %5s", f(r.cli_pack1.mbps(r.size), 0).c_str(),
-                        f(r.cli_z3c.mbps(r.size), 0).c_str(), f(r.cli_unpack1.mbps(r.size), 0).c_str(),
-                        f(r.cli_z3d.mbps(r.size), 0).c_str(), f(r.cli_packN.mbps(r.size), 0).c_str(),
-                        f(safe_div(r.cli_unpack1.mbps(r.size), r.cli_z3d.mbps(r.size)), 2).c_str());
-        std::printf("\n");
-    }
-
-    // The project's targets, checked per file where they apply, on wall time;
-    // the CPU-time ratio beside it shows what is left when preemption by other
-    // users of the machine is taken out.
-    std::printf("\ntargets (judged on wall time; cpu = same ratio on user+sys CPU time):\n");
-    for (const FileResult& r : results) {
-        std::vector<std::string> notes;
-        auto check = [&](bool applies, bool met, const std::string& what) {
-            if (applies) notes.push_back(std::string(met ? "ok  " : "MISS") + " " + what);
-        };
-        const bool float_file = r.dtype == "BF16" || r.dtype == "F16" || r.dtype == "F32";
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "ratio <= 1%% above plane bound (gap %.2f%%)", r.gap_percent());
-        check(float_file && !r.bounds.has_f8, r.gap_percent() <= 1.0, buf);
-        std::snprintf(buf, sizeof buf, "ratio <= whole-byte bound (gap %.2f%%)", r.gap_percent());
-        check(r.bounds.has_f8, r.gap_percent() <= 0.0, buf);
-        // "In memory, no file I/O": the store's payloads already in memory,
-        // as libzstd's input is; the figure with a pread of each payload
-        // (decode_chunk, the daemon's path) is printed beside it.
-        const double dz = safe_div(r.unpack1_payload.mbps(r.size), r.z3d.mbps(r.size));
-        std::snprintf(buf, sizeof buf, "1-thread in-memory decode >= 1.6x zstd-3 (%.2fx, cpu %.2fx; with pread %.2fx)", dz,
-                      safe_div(r.unpack1_payload.cpu_mbps(r.size), r.z3d.cpu_mbps(r.size)),
-                      safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)));
-        check(r.dtype == "BF16", dz >= 1.6, buf);
-        if (opt.cli) {
-            const double uz = safe_div(r.cli_unpack1.mbps(r.size), r.cli_z3d.mbps(r.size));
-            std::snprintf(buf, sizeof buf, "CLI unpack -j1 >= 1.2x zstd -d -T1 (%.2fx, cpu %.2fx)", uz,
-                          safe_div(r.cli_unpack1.cpu_mbps(r.size), r.cli_z3d.cpu_mbps(r.size)));
-            check(true, uz >= 1.2, buf);
-            const double pz = safe_div(r.cli_pack1.mbps(r.size), r.cli_z3c.mbps(r.size));
-            std::snprintf(buf, sizeof buf, "CLI pack -j1 >= zstd -3 -T1 (%.2fx, cpu %.2fx; in memory %.2fx)", pz,
-                          safe_div(r.cli_pack1.cpu_mbps(r.size), r.cli_z3c.cpu_mbps(r.size)),
-                          safe_div(r.pack1.mbps(r.size), r.z3c.mbps(r.size)));
-            check(true, pz >= 1.0, buf);
-        }
-        for (size_t i = 0; i < notes.size(); ++i)
-            std::printf("  %-22.22s %s\n", i == 0 ? r.name.c_str() : "", notes[i].c_str());
-    }
 }
 
 // ---------------------------------------------------------------------------

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "command.hpp"
-#include "ptwm/fp4_groups.hpp"
-#include "ptwm/plane_stats.hpp"
-#include "ptwm/store_reader.hpp"
+#include "ptwm/store/plane_stats.hpp"
+#include "ptwm/store/scale_pairs.hpp"
+#include "ptwm/store/store_reader.hpp"
 
 namespace ptwm::tool {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "command.hpp"
-#include "ptwm/error.hpp"
+#include "ptwm/base/error.hpp"
 #include "ptwmfs_version.h"
 
 namespace {

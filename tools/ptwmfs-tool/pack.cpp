@@ -5,10 +5,10 @@
 
 #include "command.hpp"
 #include "progress.hpp"
-#include "ptwm/error.hpp"
-#include "ptwm/safetensors.hpp"
-#include "ptwm/size_text.hpp"
-#include "ptwm/store_writer.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/base/size_text.hpp"
+#include "ptwm/store/safetensors.hpp"
+#include "ptwm/store/store_writer.hpp"
 #include "tree.hpp"
 
 namespace ptwm::tool {

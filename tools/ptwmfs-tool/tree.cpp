@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "ptwm/error.hpp"
-#include "ptwm/file_io.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/base/file_io.hpp"
 
 namespace ptwm::tool {
 

@@ -9,9 +9,9 @@
 
 #include "command.hpp"
 #include "progress.hpp"
-#include "ptwm/error.hpp"
-#include "ptwm/file_io.hpp"
-#include "ptwm/store_decoder.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/base/file_io.hpp"
+#include "ptwm/store/store_decoder.hpp"
 #include "store_names.hpp"
 #include "tree.hpp"
 

@@ -1,0 +1,37 @@
+// The safetensors dtype table: name, element width, and which plane
+// decompositions are worth trying for it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "ptwm/planes/decomposition.hpp"
+
+namespace ptwm {
+
+enum class DType : uint8_t {
+    BOOL, U8, I8, F8_E4M3, F8_E5M2, F8_E8M0, F4,
+    I16, U16, F16, BF16,
+    I32, U32, F32,
+    I64, U64, F64, C64,
+};
+
+struct DTypeInfo {
+    DType dtype;
+    std::string_view name;  // as spelled in safetensors headers
+    unsigned bits;          // bits per element (F4: 4)
+    // Candidate decompositions, best guess first. The encoder estimates each
+    // on the tensor's data and keeps the smallest.
+    std::span<const Decomposition> candidates;
+};
+
+const DTypeInfo& dtype_info(DType d);
+std::optional<DType> parse_dtype(std::string_view name);
+
+// Bytes a tensor of `numel` elements occupies (F4 packs two per byte);
+// nullopt on overflow or an odd number of F4 elements.
+std::optional<uint64_t> tensor_bytes(DType d, uint64_t numel);
+
+}  // namespace ptwm

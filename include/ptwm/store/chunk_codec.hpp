@@ -1,0 +1,50 @@
+// One chunk through the plane pipeline: bytes -> planes -> coded payloads on
+// the way in, and back on the way out. Knows no files.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ptwm/codecs/codec.hpp"
+#include "ptwm/planes/decomposition.hpp"
+#include "ptwm/store/safetensors.hpp"
+#include "ptwm/store/store_format.hpp"
+
+namespace ptwm {
+
+struct EncodedChunk {
+    ChunkEntry entry;              // everything but the offsets and the tensor
+    std::vector<uint8_t> payload;  // the planes' payloads back to back
+};
+
+// `bytes.size()` must be a multiple of element_bytes(d). Grouped FP4
+// decompositions take the chunk's block scales (one per block_bytes(d)).
+// `layout` (with its dtype) lets the context models be tried.
+EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt,
+                          std::span<const uint8_t> scales = {}, const TensorLayout& layout = {});
+
+// Decode a chunk's payload into `out` (entry.original_length bytes) and check
+// the entry's checksum. Throws CorruptData saying what failed. `layout`: the
+// one the chunk was encoded with (the context models need it).
+void decode_chunk_payload(const ChunkEntry& entry, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                          std::span<const uint8_t> scales = {}, const TensorLayout& layout = {});
+
+// The layout of the chunk at file offset `chunk_offset` (absolute, as
+// TensorInfo::begin) of tensor `t`.
+TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset);
+
+// The decomposition among `candidates` whose planes have the smallest summed
+// order-0 bound on `sample` (a prefix of the tensor's bytes; `scales` the
+// block scales of that prefix, for grouped candidates).
+Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample,
+                                   std::span<const uint8_t> scales = {});
+
+// The planes a chunk's original bytes split into under the entry's
+// decomposition, as fresh buffers (inspection and entropy bounds).
+std::vector<std::vector<uint8_t>> chunk_planes(const ChunkEntry& entry, std::span<const uint8_t> bytes,
+                                               std::span<const uint8_t> scales = {});
+
+uint64_t chunk_checksum(std::span<const uint8_t> bytes);
+
+}  // namespace ptwm

@@ -1,0 +1,25 @@
+// Which tensor holds the block scales of a packed FP4 tensor. Finding the
+// pair needs the safetensors header (names, dtypes, sizes), so it lives in
+// the store stage; the grouping it selects is the planes stage's
+// (planes/fp4_groups.hpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "ptwm/planes/decomposition.hpp"
+#include "ptwm/store/safetensors.hpp"
+
+namespace ptwm {
+
+struct ScalePair {
+    uint32_t scale_tensor;      // index in the header's tensors
+    Decomposition decomposition;  // fp4_mx_grouped or fp4_nv_grouped
+};
+
+// The scale tensor of a packed FP4 tensor, by the names exporters use
+// (X.blocks / X_blocks with X.scales / X_scales; X with X_scale) and by
+// shape: one 1-byte scale per 16 (MX, E8M0 or U8) or 8 (NV, F8_E4M3) bytes.
+std::optional<ScalePair> find_scale_pair(const SafetensorsHeader& h, uint32_t tensor);
+
+}  // namespace ptwm

@@ -1,0 +1,72 @@
+// Reading a store: open and validate it, map original offsets to chunks,
+// decode one chunk. Thread-safe after open: every read is a pread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ptwm/base/file_io.hpp"
+#include "ptwm/store/safetensors.hpp"
+#include "ptwm/store/store_format.hpp"
+
+namespace ptwm {
+
+class StoreReader {
+public:
+    // Opens and validates superblock, prefix and index (checksums, extents
+    // inside the file, chunks tiling the data section). Throws Error naming
+    // the file and what is wrong.
+    static std::unique_ptr<StoreReader> open(const std::string& path);
+    ~StoreReader();
+    StoreReader(const StoreReader&) = delete;
+    StoreReader& operator=(const StoreReader&) = delete;
+
+    const std::string& path() const { return path_; }
+    uint64_t original_size() const { return sb_.original_size; }
+    uint64_t stored_size() const { return file_size_; }
+    const Superblock& superblock() const { return sb_; }
+    // The original file's header bytes: original bytes [0, prefix().size()).
+    std::span<const uint8_t> prefix() const { return header_.prefix; }
+    const SafetensorsHeader& header() const { return header_; }
+
+    size_t chunk_count() const { return chunks_.size(); }
+    const ChunkEntry& chunk(size_t i) const { return chunks_[i]; }
+    // The chunk holding original byte `offset` (prefix().size() <= offset <
+    // original_size()); binary search, O(log n).
+    size_t find_chunk(uint64_t offset) const;
+
+    // Decode chunk i into out (out.size() == chunk(i).original_length) and
+    // check its checksum. Throws CorruptData naming the file, chunk, tensor
+    // and original offset; Error on an I/O failure.
+    void decode_chunk(size_t i, std::span<uint8_t> out) const;
+    // The block scales a grouped chunk decodes with (empty for other chunks).
+    std::vector<uint8_t> chunk_scales(size_t i) const;
+    // The tensor layout chunk i decodes with (decode_chunk_payload).
+    TensorLayout chunk_layout(size_t i) const;
+    // Whether chunk i is one raw plane: its bytes can be pread as they are.
+    bool chunk_is_raw(size_t i) const;
+
+    // Original bytes [offset, offset + out.size()) decoded without any cache
+    // (unpack, verify, tests). Throws as decode_chunk.
+    void read(uint64_t offset, std::span<uint8_t> out) const;
+
+    // "file F, chunk I (tensor T, original offset O)" for messages.
+    std::string describe_chunk(size_t i) const;
+
+private:
+    StoreReader() = default;
+    // The block scales of grouped chunk i, decoded from its scale tensor.
+    void read_scales(size_t i, std::vector<uint8_t>& scales) const;
+    std::string path_;
+    std::optional<File> file_;
+    uint64_t file_size_ = 0;
+    Superblock sb_;
+    SafetensorsHeader header_;
+    std::vector<ChunkEntry> chunks_;
+};
+
+}  // namespace ptwm

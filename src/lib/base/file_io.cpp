@@ -1,0 +1,104 @@
+#include "ptwm/base/file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "ptwm/base/error.hpp"
+
+namespace ptwm {
+
+File File::open_read(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw_errno(path, "cannot open");
+    return File(fd, path);
+}
+
+File::~File() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+uint64_t File::size() const {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) throw_errno(path_, "cannot stat");
+    return static_cast<uint64_t>(st.st_size);
+}
+
+size_t File::read_up_to(uint64_t offset, std::span<uint8_t> out) const {
+    size_t done = 0;
+    while (done < out.size()) {
+        const ssize_t r = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            throw_errno(path_, "read failed at offset " + std::to_string(offset + done));
+        }
+        if (r == 0) break;
+        done += static_cast<size_t>(r);
+    }
+    return done;
+}
+
+void File::read_exact(uint64_t offset, std::span<uint8_t> out) const {
+    const size_t done = read_up_to(offset, out);
+    if (done < out.size())
+        throw Error(path_ + ": truncated: " + std::to_string(out.size()) + " bytes expected at offset " +
+                    std::to_string(offset) + ", the file ends at " + std::to_string(offset + done));
+}
+
+AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(std::move(path)) {
+    const auto slash = path_.rfind('/');
+    const std::string dir = slash == std::string::npos ? "" : path_.substr(0, slash + 1);
+    const std::string base = slash == std::string::npos ? path_ : path_.substr(slash + 1);
+    std::vector<char> templ;
+    const std::string t = dir + "." + base + ".tmp.XXXXXX";
+    templ.assign(t.begin(), t.end());
+    templ.push_back('\0');
+    fd_ = ::mkostemp(templ.data(), O_CLOEXEC);
+    if (fd_ < 0) throw_errno(path_, "cannot create a temporary file beside");
+    temp_path_ = templ.data();
+    ::fchmod(fd_, mode);
+}
+
+AtomicOutput::~AtomicOutput() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+        ::unlink(temp_path_.c_str());
+    }
+}
+
+void AtomicOutput::write_at(uint64_t offset, std::span<const uint8_t> data) {
+    size_t done = 0;
+    while (done < data.size()) {
+        const ssize_t r = ::pwrite(fd_, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            throw_errno(path_, "write failed at offset " + std::to_string(offset + done));
+        }
+        done += static_cast<size_t>(r);
+    }
+}
+
+void AtomicOutput::truncate(uint64_t size) {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) throw_errno(path_, "cannot size");
+}
+
+void AtomicOutput::commit() {
+    if (::fsync(fd_) != 0) throw_errno(path_, "cannot sync");
+    if (::close(fd_) != 0) {
+        fd_ = -1;
+        ::unlink(temp_path_.c_str());
+        throw_errno(path_, "cannot close");
+    }
+    fd_ = -1;
+    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(temp_path_.c_str());
+        errno = err;
+        throw_errno(path_, "cannot rename into place");
+    }
+}
+
+}  // namespace ptwm

@@ -1,0 +1,172 @@
+#include "ptwm/codecs/adaptive_coder.hpp"
+
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "codecs/range_coder.hpp"
+#include "ptwm/base/error.hpp"
+
+namespace ptwm::adaptive {
+namespace {
+
+constexpr unsigned kProbBits = 12;
+// Counts are halved past this total: old statistics fade, so the model
+// follows a plane whose distribution drifts along the tensor.
+constexpr uint32_t kCountLimit = 1024;
+
+// One binary decision's statistics. The probability is the Krichevsky-
+// Trofimov estimate (n0 + 1/2) / (n + 1): a node that always goes one way
+// costs about log2(n)/2 bits in all, which a fixed-rate update cannot
+// match on the skewed, mostly deterministic trees of small alphabets.
+// 2^32 / d for every denominator the estimate can have: a multiply instead
+// of a division per coded bit (encoder and decoder use the same table, so
+// the rounding is the same on both sides).
+struct Reciprocals {
+    static constexpr uint32_t kMax = 2 * (kCountLimit + 1) + 2;
+    uint64_t r[kMax + 1];
+    Reciprocals() {
+        for (uint32_t d = 1; d <= kMax; ++d) r[d] = (uint64_t{1} << 32) / d;
+    }
+};
+const Reciprocals kReciprocals;
+
+struct Node {
+    uint16_t n0 = 0, n1 = 0;
+    uint32_t p0() const {
+        const auto p = static_cast<uint32_t>(((uint64_t{2} * n0 + 1) << kProbBits) * kReciprocals.r[2u * (n0 + n1) + 2] >> 32);
+        return p < 1 ? 1 : p > (1u << kProbBits) - 1 ? (1u << kProbBits) - 1 : p;
+    }
+    void update(unsigned b) {
+        (b ? n1 : n0)++;
+        if (n0 + n1 > kCountLimit) n0 = static_cast<uint16_t>((n0 + 1) / 2), n1 = static_cast<uint16_t>((n1 + 1) / 2);
+    }
+};
+
+class Encoder {
+public:
+    void bit(Node& node, unsigned b) {
+        rc_.code((rc_.range() >> kProbBits) * node.p0(), b);
+        node.update(b);
+    }
+    // Appends the stream (placeholder byte included) to `out`.
+    std::vector<uint8_t> finish(std::vector<uint8_t> out) {
+        const std::vector<uint8_t> bytes = rc_.finish(5);
+        out.insert(out.end(), bytes.begin(), bytes.end());
+        return out;
+    }
+
+private:
+    range::Encoder rc_;
+};
+
+class Decoder {
+public:
+    explicit Decoder(std::span<const uint8_t> in) : rc_(in, 5) {}
+    unsigned bit(Node& node) {
+        const unsigned b = rc_.decode((rc_.range() >> kProbBits) * node.p0());
+        node.update(b);
+        return b;
+    }
+
+private:
+    range::Decoder rc_;
+};
+
+// One bit tree of `Bits` levels: node 1 is the root, node m's children are 2m and 2m+1.
+template <unsigned Bits>
+struct BitTree {
+    Node p[1u << Bits];
+    void encode(Encoder& e, unsigned sym) {
+        unsigned m = 1;
+        for (int i = Bits - 1; i >= 0; --i) {
+            const unsigned b = (sym >> i) & 1;
+            e.bit(p[m], b);
+            m = (m << 1) | b;
+        }
+    }
+    unsigned decode(Decoder& d) {
+        unsigned m = 1;
+        for (unsigned i = 0; i < Bits; ++i) m = (m << 1) | d.bit(p[m]);
+        return m - (1u << Bits);
+    }
+};
+
+}  // namespace
+
+std::vector<uint8_t> encode_bytes(std::span<const uint8_t> in, unsigned order) {
+    std::vector<BitTree<8>> trees(order ? 256 : 1);
+    Encoder e;
+    uint8_t prev = 0;
+    for (uint8_t b : in) {
+        trees[order ? prev : 0].encode(e, b);
+        prev = b;
+    }
+    return e.finish({static_cast<uint8_t>(order)});
+}
+
+double order0_floor(std::span<const uint8_t> in) {
+    if (in.size() > kCountLimit) return 0;  // past it, halving makes the length depend on the order
+    // log2 Gamma(k + 1/2) and log2 Gamma(k + 1), k = 0 .. kCountLimit.
+    struct LogGamma {
+        double half[kCountLimit + 2], whole[kCountLimit + 2];
+        LogGamma() {
+            for (uint32_t k = 0; k <= kCountLimit + 1; ++k) {
+                half[k] = std::lgamma(k + 0.5) / std::log(2.0);
+                whole[k] = std::lgamma(k + 1.0) / std::log(2.0);
+            }
+        }
+    };
+    static const LogGamma lg;
+    // Node m's counts: symbols below its left child (2m) and right child (2m + 1).
+    std::array<uint32_t, 512> count{};
+    for (uint8_t b : in) ++count[256 + b];
+    for (unsigned m = 255; m >= 1; --m) count[m] = count[2 * m] + count[2 * m + 1];
+    double bits = 0;
+    for (unsigned m = 1; m < 256; ++m) {
+        const uint32_t a = count[2 * m], b = count[2 * m + 1];
+        // -log2 of the KT probability Gamma(a+1/2) Gamma(b+1/2) / (pi Gamma(a+b+1))
+        if (a + b) bits += lg.whole[a + b] + std::log2(3.14159265358979323846) - lg.half[a] - lg.half[b];
+    }
+    // Probabilities rounded to 12 bits can undercut a bit's ideal length by
+    // log2(1 + 2^-12 / p), p >= 1 / 2050: under 1% of any plane's total.
+    return 0.99 * bits / 8;
+}
+
+void decode_bytes(std::span<const uint8_t> payload, std::span<uint8_t> out) {
+    if (payload.empty() || payload[0] > 1) throw CorruptData("adaptive plane: bad order byte");
+    const unsigned order = payload[0];
+    std::vector<BitTree<8>> trees(order ? 256 : 1);
+    Decoder d(payload.subspan(1));
+    uint8_t prev = 0;
+    for (auto& b : out) {
+        b = static_cast<uint8_t>(trees[order ? prev : 0].decode(d));
+        prev = b;
+    }
+}
+
+std::vector<uint8_t> encode_nibbles(std::span<const uint8_t> symbols, std::span<const uint8_t> contexts,
+                                    unsigned context_count) {
+    std::vector<BitTree<4>> trees(context_count * 16);
+    Encoder e;
+    unsigned prev = 0;
+    for (size_t i = 0; i < symbols.size(); ++i) {
+        trees[contexts[i] * 16 + prev].encode(e, symbols[i]);
+        prev = symbols[i];
+    }
+    return e.finish({});
+}
+
+void decode_nibbles(std::span<const uint8_t> payload, std::span<const uint8_t> contexts, unsigned context_count,
+                    std::span<uint8_t> symbols) {
+    std::vector<BitTree<4>> trees(context_count * 16);
+    Decoder d(payload);
+    unsigned prev = 0;
+    for (size_t i = 0; i < symbols.size(); ++i) {
+        if (contexts[i] >= context_count) throw CorruptData("adaptive nibbles: context out of range");
+        prev = trees[contexts[i] * 16 + prev].decode(d);
+        symbols[i] = static_cast<uint8_t>(prev);
+    }
+}
+
+}  // namespace ptwm::adaptive

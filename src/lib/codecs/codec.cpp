@@ -1,0 +1,364 @@
+#include "ptwm/codecs/codec.hpp"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "base/scratch.hpp"
+#include "codecs/f8_tables.hpp"
+#include "codecs/rans.hpp"
+#include "codecs/tensor_models.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/codecs/adaptive_coder.hpp"
+
+namespace ptwm {
+namespace {
+
+// A slower codec replaces a faster one only when it saves more than this
+// share of the plane: a near tie is not worth the decode time.
+constexpr double kTieMargin = 0.01;
+// zstd is tried on a sample first at middle levels; only a plane whose sample
+// beats the order-0 bound by this factor gets a full zstd attempt.
+// The sample is the plane's first 4 KiB: repetition that zstd can use shows
+// there as well as in 16 KiB (on no corpus plane above 4 KiB did the two
+// verdicts differ), at a quarter of the cost, and MXFP4 files have hundreds
+// of planes where the sample is all the zstd work. Below 1 KiB the full
+// attempt is as cheap as a sample.
+constexpr size_t kZstdSample = 4u << 10;
+constexpr size_t kZstdTiny = 1u << 10;
+constexpr double kZstdSampleWin = 0.9;
+// The adaptive coder decodes at tens of MB/s: it is only tried on planes this
+// small, where a static coder's table is a large share of the output.
+constexpr size_t kAdaptiveMax = 4u << 10;
+// ... and it decodes some fifty times slower than rANS, so it must win by more.
+constexpr double kAdaptiveMargin = 0.05;
+// f8-tables decodes at 350-400 MB/s a core, a few times slower than SIMD
+// rANS: FP8 weights are where it saves, and what it saves there (0.5-1.5%)
+// is the whole gap to the bytes' entropy, so it needs only a small margin.
+constexpr double kF8TablesMargin = 0.002;
+// The scale model decodes at about 50 MB/s: tried on low-entropy byte planes
+// up to this size (block scale tensors are 1/16 or 1/32 of their blocks).
+constexpr size_t kScaleModelMax = 1u << 20;
+
+int zstd_level_for(int level) {
+    static constexpr std::array<int, 10> kMap = {1, 1, 1, 3, 5, 7, 9, 12, 16, 19};
+    return kMap[std::clamp(level, 0, 9)];
+}
+
+std::vector<uint8_t> rans_encode(Codec c, std::span<const uint8_t> plane) {
+    return rans::encode(plane, c == Codec::rans1 ? 1 : 0);
+}
+
+std::vector<uint8_t> zstd_encode(std::span<const uint8_t> plane, int level) {
+    // One context per thread: creating one per call costs more than
+    // compressing a small plane.
+    thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+    thread_local Scratch scratch;
+    const auto out = scratch.get(ZSTD_compressBound(plane.size()));
+    const size_t r = ZSTD_compressCCtx(ctx.get(), out.data(), out.size(), plane.data(), plane.size(), level);
+    if (ZSTD_isError(r)) throw Error(std::string("zstd encoder failed: ") + ZSTD_getErrorName(r));
+    return {out.begin(), out.begin() + static_cast<long>(r)};
+}
+
+bool all_equal(std::span<const uint8_t> plane) {
+    return std::all_of(plane.begin(), plane.end(), [&](uint8_t b) { return b == plane[0]; });
+}
+
+}  // namespace
+
+bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::f8_tables); }
+
+bool is_context_model(Codec c) {
+    return c == Codec::scale_model || c == Codec::f8_model || c == Codec::fp4_model;
+}
+
+std::string_view name(Codec c) {
+    switch (c) {
+        case Codec::raw: return "raw";
+        case Codec::constant: return "constant";
+        case Codec::zstd: return "zstd";
+        case Codec::rans0: return "rans0";
+        case Codec::rans1: return "rans1";
+        case Codec::adaptive: return "adaptive";
+        case Codec::scale_model: return "scale-model";
+        case Codec::f8_model: return "f8-model";
+        case Codec::fp4_model: return "fp4-model";
+        case Codec::f8_tables: return "f8-tables";
+    }
+    return "unknown";
+}
+
+void add_to_histogram(std::span<const uint8_t> bytes, Histogram& h) {
+    // Small planes (FP4 files have thousands) count straight into h: the
+    // four tables below cost more to clear and merge than they save.
+    if (bytes.size() < 2048) {
+        for (uint8_t b : bytes) ++h[b];
+        return;
+    }
+    // Four tables break the store-to-load dependency between equal
+    // neighbouring bytes (an exponent plane is mostly one or two values).
+    std::array<std::array<uint32_t, 256>, 4> part{};
+    size_t i = 0;
+    for (; i + 4 <= bytes.size(); i += 4) {
+        ++part[0][bytes[i]];
+        ++part[1][bytes[i + 1]];
+        ++part[2][bytes[i + 2]];
+        ++part[3][bytes[i + 3]];
+    }
+    for (; i < bytes.size(); ++i) ++part[0][bytes[i]];
+    for (size_t v = 0; v < 256; ++v) h[v] += uint64_t{part[0][v]} + part[1][v] + part[2][v] + part[3][v];
+}
+
+double order0_bits(const Histogram& h) {
+    uint64_t total = 0;
+    for (uint64_t c : h) total += c;
+    double bits = 0;
+    const double n = static_cast<double>(total);
+    for (uint64_t c : h)
+        if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c) / n);
+    return bits;
+}
+
+double order0_bits(std::span<const uint8_t> bytes) {
+    Histogram h{};
+    add_to_histogram(bytes, h);
+    return order0_bits(h);
+}
+
+double order0_nibble_bits(std::span<const uint8_t> bytes) {
+    if (bytes.empty()) return 0;
+    std::array<uint64_t, 16> count{};
+    for (uint8_t b : bytes) ++count[b & 15], ++count[b >> 4];
+    double bits = 0;
+    const double n = 2.0 * static_cast<double>(bytes.size());
+    for (uint64_t c : count)
+        if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c) / n);
+    return bits;
+}
+
+std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zstd_level, const TensorLayout& layout) {
+    switch (c) {
+        case Codec::raw: return {plane.begin(), plane.end()};
+        case Codec::constant:
+            if (plane.empty() || !all_equal(plane)) throw Error("constant codec needs a plane of one repeated value");
+            return {plane[0]};
+        case Codec::zstd: return zstd_encode(plane, zstd_level);
+        case Codec::rans0:
+        case Codec::rans1: return rans_encode(c, plane);
+        case Codec::adaptive: return adaptive::encode_bytes(plane, 0);
+        case Codec::scale_model: return models::encode_scales(plane, layout);
+        case Codec::f8_model: return models::encode_f8(plane, layout);
+        case Codec::fp4_model: return models::encode_fp4(plane, layout);
+        case Codec::f8_tables: return f8tables::encode(plane, layout);
+    }
+    throw Error("unknown codec " + std::to_string(static_cast<int>(c)));
+}
+
+namespace {
+
+// The contest between a plane's candidate payloads: in order of decode
+// speed, a candidate replaces the best so far only when it is smaller by
+// more than its margin of the plane. The adaptive coder takes part with a
+// floor (the order-0 bound): it is only worth its decode time where the
+// best so far is further than its margin above the bound.
+struct Contender {
+    Codec codec;
+    double margin;
+    double floor = 0;
+    std::vector<uint8_t> payload;
+    double entry_size() const { return std::max(static_cast<double>(payload.size()), floor); }
+};
+
+// Index of the winner among `c` (their order is the contest's); -1: raw.
+int contest_winner(std::span<const Contender> c, size_t n) {
+    int best = -1;
+    double best_size = static_cast<double>(n);
+    for (size_t k = 0; k < c.size(); ++k)
+        if (c[k].entry_size() < best_size - c[k].margin * static_cast<double>(n)) {
+            best = static_cast<int>(k);
+            best_size = static_cast<double>(c[k].payload.size());
+        }
+    return best;
+}
+
+// Whether a contender that would enter the contest at position `at`, whose
+// payload is at least `floor` bytes, cannot change its outcome: either it
+// could not beat the best before it, or a later winner beats it and
+// everything before that winner by the winner's margin, whatever its size.
+bool cannot_change_outcome(std::span<const Contender> c, size_t at, double margin, double floor, size_t n) {
+    const double nd = static_cast<double>(n);
+    const int w = contest_winner(c.first(at), n);
+    const double before = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+    if (floor >= before - margin * nd) return true;
+    const int final_w = contest_winner(c, n);
+    if (final_w < static_cast<int>(at)) return false;
+    const Contender& win = c[static_cast<size_t>(final_w)];
+    double rivals = std::min(nd, floor);
+    for (int k = 0; k < final_w; ++k) rivals = std::min(rivals, static_cast<double>(c[static_cast<size_t>(k)].payload.size()));
+    return win.entry_size() < rivals - win.margin * nd;
+}
+
+// A lower bound on the order-1 rANS payload of `plane`, from what any
+// htscodecs order-1 stream must hold: the flag byte, four 32-bit final
+// states (each carries at most 16 bits beyond its initial value), the
+// order-1 entropy of the bytes (less what the three interleaved streams'
+// starts, coded in context 0, can save) and a frequency table with at
+// least one byte per distinct (previous, byte) pair (tables of at most 16
+// symbols are never compressed: they stay under htscodecs' 1000 bytes).
+// The order-1 encoder costs some 20 us a call whatever the plane's size
+// (a 256 KiB table cleared, 1 MiB of symbols set up), more than all the
+// other candidates on the small planes it is tried on, where it almost
+// never wins: the bound lets the contest skip it.
+double rans1_floor(std::span<const uint8_t> plane) {
+    const size_t n = plane.size();
+    std::array<uint8_t, 256> index;
+    index.fill(0xFF);
+    unsigned symbols = 0;
+    for (uint8_t b : plane)
+        if (index[b] == 0xFF) {
+            if (symbols == 16) return 17;  // the table might be compressed: no bound here
+            index[b] = static_cast<uint8_t>(symbols++);
+        }
+    std::array<uint32_t, 16 * 16> pair{};
+    for (size_t i = 1; i < n; ++i) ++pair[index[plane[i - 1]] * 16u + index[plane[i]]];
+    double bits = 0;
+    unsigned pairs = 0;
+    for (unsigned a = 0; a < symbols; ++a) {
+        uint32_t total = 0;
+        for (unsigned b = 0; b < symbols; ++b) {
+            const uint32_t c = pair[a * 16 + b];
+            if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c)), ++pairs, total += c;
+        }
+        if (total) bits += static_cast<double>(total) * std::log2(static_cast<double>(total));
+    }
+    bits -= 3 * (std::log2(static_cast<double>(n)) + 1.45);
+    const double table = pairs > 3 ? pairs - 3 : 0;
+    return 1 + 16 + table + std::max(0.0, bits - 64) / 8;
+}
+
+}  // namespace
+
+EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& opt, const TensorLayout* whole) {
+    const size_t n = plane.size();
+    if (n == 0) return {Codec::raw, {}};
+    if (all_equal(plane)) return {Codec::constant, {plane[0]}};
+    const double nd = static_cast<double>(n);
+
+    std::vector<Contender> c;
+    c.reserve(7);
+    // FP8 weights: the static context tables land at or below the order-0
+    // bound. An order-0 rANS stream cannot go below it, and htscodecs'
+    // spends on top at least a byte per present symbol on its table, one
+    // flag byte, and two bytes per state (a final state holds at most 16
+    // bits beyond its initial value): when the tables beat that by the
+    // margin rANS would need, it is not tried.
+    Histogram hist{};
+    // The zstd sample's own bound comes from the first bytes' counts, taken
+    // on the way to the whole plane's.
+    std::optional<double> head_bound;
+    std::vector<uint8_t> f8;
+    if (whole && whole->dtype == DType::F8_E4M3 && opt.level >= 2) {
+        f8 = f8tables::encode(plane, *whole, &hist);
+    } else {
+        add_to_histogram(plane.first(std::min(n, kZstdSample)), hist);
+        if (n > kZstdSample) head_bound = order0_bits(hist) / 8;
+        add_to_histogram(plane.subspan(std::min(n, kZstdSample)), hist);
+    }
+    const double bound_bytes = order0_bits(hist) / 8;
+    const auto present = static_cast<double>(std::count_if(hist.begin(), hist.end(), [](uint64_t k) { return k != 0; }));
+    const double rans_overhead = present + 1 + 2.0 * rans::states(n);
+    const bool f8_beats_rans =
+        !f8.empty() && static_cast<double>(f8.size()) < bound_bytes + rans_overhead - kF8TablesMargin * nd;
+    if (!f8_beats_rans && bound_bytes < nd * (1 - kTieMargin))
+        c.push_back({Codec::rans0, kTieMargin, 0, rans_encode(Codec::rans0, plane)});
+
+    if (opt.level >= 2 && (opt.zstd || opt.level >= 6)) {
+        const int zlevel = zstd_level_for(opt.level);
+        bool worth_full = opt.level >= 6 || n <= kZstdTiny;
+        if (!worth_full) {
+            const auto sample = plane.first(std::min(n, kZstdSample));
+            const double sample_bound = sample.size() == n ? bound_bytes : head_bound ? *head_bound : order0_bits(sample) / 8;
+            worth_full = static_cast<double>(zstd_encode(sample, 1).size()) < kZstdSampleWin * sample_bound;
+        }
+        if (worth_full) c.push_back({Codec::zstd, kTieMargin, 0, zstd_encode(plane, zlevel)});
+    }
+    // Order-1 context pays on correlated low-entropy streams such as block
+    // scales; it decodes slower, so it is tried only where it may win big.
+    // It is encoded last, and only if its lower bound says it may change the
+    // outcome (see rans1_floor).
+    const size_t rans1_at = c.size();
+    const bool try_rans1 = opt.level >= 3 && bound_bytes < nd / 2 && (opt.level >= 7 || n <= kAdaptiveMax);
+    if (!f8.empty()) c.push_back({Codec::f8_tables, kF8TablesMargin, 0, std::move(f8)});
+    // An order-0 adaptive coder lands near the bound plus a small learning
+    // cost; it can only win by its margin where the best so far is further
+    // than that above the bound (a static table too large for the plane).
+    // (Order 1 can only lower the best so far: without it is the widest test.)
+    if (opt.level >= 2 && n <= kAdaptiveMax) {
+        const int w = contest_winner(c, n);
+        const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+        // Its payload is at least order0_floor: where that cannot beat the
+        // best by the margin either, encoding it is wasted.
+        if (best_size - bound_bytes > kAdaptiveMargin * nd &&
+            best_size - adaptive::order0_floor(plane) > kAdaptiveMargin * nd)
+            c.push_back({Codec::adaptive, kAdaptiveMargin, bound_bytes, adaptive::encode_bytes(plane, 0)});
+    }
+    // The context models, where the plane is a whole tensor's bytes of their dtype.
+    if (whole && whole->dtype && n <= kMaxModelledChunkBytes) {
+        const DType t = *whole->dtype;
+        if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2)
+            c.push_back({Codec::scale_model, kTieMargin, 0, models::encode_scales(plane, *whole)});
+        // Any saving is worth its decode time at these levels.
+        if (t == DType::F8_E4M3 && opt.level >= kContextModelLevel)
+            c.push_back({Codec::f8_model, 0, 0, models::encode_f8(plane, *whole)});
+    }
+    if (try_rans1 && !cannot_change_outcome(c, rans1_at, kTieMargin, rans1_floor(plane), n))
+        c.insert(c.begin() + static_cast<long>(rans1_at),
+                 Contender{Codec::rans1, kTieMargin, 0, rans_encode(Codec::rans1, plane)});
+
+    const int w = contest_winner(c, n);
+    if (w < 0) return {Codec::raw, {plane.begin(), plane.end()}};
+    return {c[static_cast<size_t>(w)].codec, std::move(c[static_cast<size_t>(w)].payload)};
+}
+
+void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
+    switch (c) {
+        case Codec::raw:
+            if (payload.size() != out.size())
+                throw CorruptData("raw plane of " + std::to_string(payload.size()) + " bytes where " +
+                                  std::to_string(out.size()) + " are expected");
+            if (!out.empty()) std::memcpy(out.data(), payload.data(), out.size());
+            return;
+        case Codec::constant:
+            if (payload.size() != 1) throw CorruptData("constant plane payload is not one byte");
+            if (!out.empty()) std::memset(out.data(), payload[0], out.size());
+            return;
+        case Codec::zstd: {
+            thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+            const size_t r = ZSTD_decompressDCtx(ctx.get(), out.data(), out.size(), payload.data(), payload.size());
+            if (ZSTD_isError(r)) throw CorruptData(std::string("zstd plane: ") + ZSTD_getErrorName(r));
+            if (r != out.size())
+                throw CorruptData("zstd plane decodes to " + std::to_string(r) + " bytes where " +
+                                  std::to_string(out.size()) + " are expected");
+            return;
+        }
+        case Codec::rans0:
+        case Codec::rans1: {
+            if (!rans::decode(payload, out))
+                throw CorruptData("rANS plane does not decode to " + std::to_string(out.size()) + " bytes");
+            return;
+        }
+        case Codec::adaptive: adaptive::decode_bytes(payload, out); return;
+        case Codec::scale_model: models::decode_scales(payload, out, layout); return;
+        case Codec::f8_model: models::decode_f8(payload, out, layout); return;
+        case Codec::fp4_model: models::decode_fp4(payload, out, layout); return;
+        case Codec::f8_tables: f8tables::decode(payload, out); return;
+    }
+    throw CorruptData("unknown codec id " + std::to_string(static_cast<int>(c)));
+}
+
+}  // namespace ptwm

@@ -1,0 +1,395 @@
+#include "codecs/f8_tables.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "base/varint.hpp"
+#include "codecs/static_rans.hpp"
+#include "ptwm/base/error.hpp"
+
+namespace ptwm::f8tables {
+namespace {
+
+using srans::Table;
+
+constexpr uint64_t kMaxPeriod = 1u << 20;  // columns with a class of their own
+constexpr unsigned kMaxLog2Classes = 3;
+constexpr unsigned kFinePrec = 14, kCoarsePrec = 12;  // the precisions the encoder weighs
+constexpr unsigned kFlagClasses = 3, kFlagCodedSigns = 4;
+
+// The column period: the last dimension (the one before it when the last is
+// 1), as for the FP8 context model. 1 (no classes) when there is none.
+uint64_t column_period(std::span<const uint64_t> shape) {
+    if (shape.empty()) return 1;
+    const uint64_t row = (shape.back() > 1 || shape.size() < 2) ? shape.back() : shape[shape.size() - 2];
+    return row >= 2 && row <= kMaxPeriod ? row : 1;
+}
+
+// Calls f(i, j) for every byte i of a chunk of n bytes and its column j,
+// row by row (no wrap test per byte).
+template <class F>
+void for_each_column(size_t n, uint64_t period, uint64_t phase, F&& f) {
+    size_t i = 0;
+    for (uint64_t j0 = phase; i < n; j0 = 0) {
+        const size_t len = static_cast<size_t>(std::min<uint64_t>(period - j0, n - i));
+        for (size_t k = 0; k < len; ++k) f(i + k, j0 + k);
+        i += len;
+    }
+}
+
+// What the encoder's choice is made from: two passes over the chunk.
+struct Plan {
+    uint64_t period = 1, phase = 0;
+    Histogram bytes{};                                 // all the chunk's bytes
+    std::vector<uint8_t> class8;                       // per column: its rank by mean exponent, in eighths
+    std::array<std::array<uint64_t, 128>, 8> magnitude{};  // magnitude counts per eighth
+    std::array<uint64_t, 2> sign{};
+};
+
+Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
+    Plan p;
+    p.period = column_period(layout.shape);
+    p.phase = layout.offset % p.period;
+    const size_t n = in.size();
+    p.class8.assign(p.period, 0);
+    std::vector<std::array<uint32_t, 256>> hist(p.period > 1 ? 8 : 1);
+    for (auto& h : hist) h.fill(0);
+    if (p.period > 1) {
+        // Columns ranked by mean exponent (the classes travel in the
+        // payload, so the ranking's rounding is the encoder's business).
+        std::vector<uint64_t> sum(p.period), count(p.period, n / p.period);
+        for (uint64_t r = 0; r < n % p.period; ++r) ++count[(p.phase + r) % p.period];
+        for_each_column(n, p.period, p.phase, [&](size_t i, uint64_t j) { sum[j] += (in[i] >> 3) & 15; });
+        // Keys: the mean in 2^-24 steps above the column's number (20 bits).
+        std::vector<uint64_t> key(p.period);
+        for (uint64_t j = 0; j < p.period; ++j) key[j] = (sum[j] << 24) / std::max<uint64_t>(count[j], 1) << 20 | j;
+        std::sort(key.begin(), key.end());
+        for (uint64_t rank = 0; rank < p.period; ++rank)
+            p.class8[key[rank] & (kMaxPeriod - 1)] = static_cast<uint8_t>(rank * 8 / p.period);
+        for_each_column(n, p.period, p.phase, [&](size_t i, uint64_t j) { ++hist[p.class8[j]][in[i]]; });
+    } else {
+        for (uint8_t x : in) ++hist[0][x];
+    }
+    for (size_t c = 0; c < hist.size(); ++c)
+        for (unsigned x = 0; x < 256; ++x) {
+            p.magnitude[c][x & 127] += hist[c][x];
+            p.sign[x >> 7] += hist[c][x];
+            p.bytes[x] += hist[c][x];
+        }
+    return p;
+}
+
+// The magnitude counts of class c of 2^log2k classes: eighths merged.
+std::array<uint64_t, 128> merged(const Plan& p, unsigned log2k, unsigned c) {
+    std::array<uint64_t, 128> out{};
+    const unsigned width = 8u >> log2k;
+    for (unsigned e = c * width; e < (c + 1) * width; ++e)
+        for (size_t s = 0; s < 128; ++s) out[s] += p.magnitude[e][s];
+    return out;
+}
+
+// The tables of a choice in payload order: the sign's when coded, then one
+// per class.
+std::vector<Table> tables_for(const Plan& p, const Choice& ch) {
+    std::vector<Table> t;
+    if (ch.coded_signs) t.push_back(srans::table_for(p.sign, ch.prec));
+    for (unsigned c = 0; c < (1u << ch.log2_classes); ++c) t.push_back(srans::table_for(merged(p, ch.log2_classes, c), ch.prec));
+    return t;
+}
+
+// The magnitudes' payload bits under a choice, from the counts (exact to
+// rounding; what all choices share is left out).
+double magnitude_bits(const Plan& p, const Choice& ch) {
+    double bits = static_cast<double>(ch.log2_classes ? p.period * ch.log2_classes : 0);
+    for (unsigned c = 0; c < (1u << ch.log2_classes); ++c) {
+        const auto counts = merged(p, ch.log2_classes, c);
+        const Table t = srans::table_for(counts, ch.prec);
+        bits += static_cast<double>(srans::table_bits(t)) + srans::cost_bits(counts, t, ch.prec);
+    }
+    return bits;
+}
+
+// The same estimated without building tables: the counts' order-0 entropy
+// plus what a table's description costs on average (about 6 bits a present
+// symbol and a few more).
+double estimated_magnitude_bits(const Plan& p, unsigned log2k) {
+    double bits = static_cast<double>(log2k ? p.period * log2k : 0);
+    for (unsigned c = 0; c < (1u << log2k); ++c) {
+        uint64_t n = 0;
+        unsigned present = 0;
+        double sum = 0;
+        for (uint64_t k : merged(p, log2k, c))
+            if (k) n += k, ++present, sum += static_cast<double>(k) * std::log2(static_cast<double>(k));
+        bits += n ? static_cast<double>(n) * std::log2(static_cast<double>(n)) - sum + 6.0 * present + 20 : 1;
+    }
+    return bits;
+}
+
+// Raw sign bits: bit i % 8 of byte i / 8 is byte i's sign.
+void pack_signs(std::span<const uint8_t> in, uint8_t* signs) {
+    size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 16 <= in.size(); i += 16) {  // the top bit of sixteen bytes at once
+        const auto v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in.data() + i));
+        const auto bits = static_cast<uint16_t>(_mm_movemask_epi8(v));
+        signs[i / 8] = static_cast<uint8_t>(bits);
+        signs[i / 8 + 1] = static_cast<uint8_t>(bits >> 8);
+    }
+#endif
+    for (; i < in.size(); ++i) signs[i / 8] |= static_cast<uint8_t>((in[i] >> 7) << (i % 8));
+}
+
+// The rANS pass, back to front (the decoder reads front to back), each
+// byte's sign after its magnitude when coded. sym: 128 symbols a table,
+// table 0 the sign's; cls: each column's table.
+template <bool CodedSigns, bool Classes>
+void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymbol>& sym, const std::vector<uint8_t>& cls,
+                uint64_t period, uint64_t phase, std::vector<uint8_t>& out) {
+    const size_t n = in.size();
+    srans::EncodeBuffer buf((CodedSigns ? 2 : 1) * n);
+    // A local cursor: through a reference, every byte stored could alias it
+    // and the compiler would reload it between the four chains.
+    uint8_t* p = buf.cursor();
+    std::array<uint32_t, srans::kLanes> x;
+    x.fill(srans::kLow);
+    uint64_t j = n ? (phase + n - 1) % period : 0;  // byte i's column
+    // Plain pointers: the words stored through p could alias a vector's
+    // own data pointer, which would then be reloaded at every byte.
+    const uint8_t* const bytes = in.data();
+    const srans::EncodeSymbol* const sy = sym.data();
+    const uint8_t* const cl = cls.data();
+    auto code = [&](uint32_t& state, size_t i) __attribute__((always_inline)) {
+        const uint8_t v = bytes[i];
+        if constexpr (CodedSigns) srans::put(state, p, sy[v >> 7]);
+        if constexpr (Classes) {
+            srans::put(state, p, sy[(1 + cl[j]) * 128 + (v & 127)]);
+            j = j ? j - 1 : period - 1;
+        } else {
+            srans::put(state, p, sy[128 + (v & 127)]);
+        }
+    };
+    size_t i = n;
+    while (i % srans::kLanes) --i, code(x[i % srans::kLanes], i);
+    for (; i; i -= 4) {  // four bytes a round, one per state: four chains to overlap
+        code(x[3], i - 1);
+        code(x[2], i - 2);
+        code(x[1], i - 3);
+        code(x[0], i - 4);
+    }
+    buf.cursor() = p;
+    buf.finish(x, out);
+}
+
+std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch) {
+    if (p.period == 1) ch.log2_classes = 0;
+    if (ch.log2_classes > kMaxLog2Classes || ch.prec < srans::kMinPrec || ch.prec > srans::kMaxPrec)
+        throw Error("f8-tables: no such choice");
+    const auto t = tables_for(p, ch);
+    const unsigned shift = 3 - ch.log2_classes;
+    const size_t n = in.size();
+    std::vector<uint8_t> out;
+    out.reserve(n + n / 8 + 1024);
+    out.push_back(static_cast<uint8_t>(ch.log2_classes | (ch.coded_signs ? kFlagCodedSigns : 0u)));
+    out.push_back(static_cast<uint8_t>(ch.prec));
+    if (ch.log2_classes) {
+        put_varint(out, p.period);
+        put_varint(out, p.phase);
+    }
+    {
+        srans::BitWriter w(out);
+        if (ch.log2_classes)
+            for (uint64_t j = 0; j < p.period; ++j) w.put(p.class8[j] >> shift, ch.log2_classes);
+        for (const Table& x : t) srans::write_table(w, x);
+        w.flush();
+    }
+    if (!ch.coded_signs) {
+        const size_t at = out.size();
+        out.resize(at + (n + 7) / 8, 0);
+        pack_signs(in, out.data() + at);
+    }
+    // All tables' symbols in one array, 128 a table; table 0 is the sign's
+    // (left empty when the signs are raw).
+    const unsigned first = ch.coded_signs ? 0 : 1;
+    std::vector<srans::EncodeSymbol> sym((t.size() + first) * 128);
+    for (size_t q = 0; q < t.size(); ++q) {
+        const auto e = srans::encode_symbols(t[q], ch.prec);
+        std::copy(e.begin(), e.end(), sym.begin() + static_cast<std::ptrdiff_t>((q + first) * 128));
+    }
+    std::vector<uint8_t> cls(p.period);
+    for (uint64_t c = 0; c < p.period; ++c) cls[c] = static_cast<uint8_t>(p.class8[c] >> shift);
+    if (ch.log2_classes) {
+        if (ch.coded_signs) code_bytes<true, true>(in, sym, cls, p.period, p.phase, out);
+        else code_bytes<false, true>(in, sym, cls, p.period, p.phase, out);
+    } else {
+        if (ch.coded_signs) code_bytes<true, false>(in, sym, cls, p.period, p.phase, out);
+        else code_bytes<false, false>(in, sym, cls, p.period, p.phase, out);
+    }
+    return out;
+}
+
+// One byte on state x. Checked: renormalise with bounds checks (near the
+// payload's end); else without them or a branch.
+template <bool CodedSigns, bool Checked>
+[[gnu::always_inline]] inline uint8_t decode_byte(const std::vector<srans::DecodeTable>& t, const srans::DecodeTable& mt,
+                                                  std::span<const uint8_t> signs, unsigned prec, uint32_t& x,
+                                                  const uint8_t*& p, const uint8_t* end, size_t i) {
+    auto get = [&](const srans::DecodeTable& table) {
+        if constexpr (Checked) return srans::get(x, p, end, table, prec);
+        else return srans::get_unchecked(x, p, table, prec);
+    };
+    const unsigned v = get(mt);
+    unsigned s;
+    if constexpr (CodedSigns) s = get(t[0]);
+    else s = (signs[i / 8] >> (i % 8)) & 1;
+    return static_cast<uint8_t>(s << 7 | v);
+}
+
+template <bool CodedSigns>
+void decode_bytes(const std::vector<srans::DecodeTable>& t, const std::vector<uint8_t>& cls, std::span<const uint8_t> signs,
+                  unsigned prec, uint64_t period, uint64_t phase, srans::DecodeState& d, std::span<uint8_t> out) {
+    // A round: four bytes, one per state, at most a word per symbol.
+    constexpr std::ptrdiff_t kRoundBytes = 4 * (CodedSigns ? 2 : 1) * 2;
+    const size_t n = out.size();
+    size_t i = 0;
+    uint64_t j = phase;
+    // Locals, not d's members: a byte stored to `out` may alias those, and
+    // the compiler would reload them at every symbol.
+    const uint8_t* p = d.p;
+    const uint8_t* const end = d.end;
+    auto x = d.x;
+    auto table = [&]() __attribute__((always_inline))->const srans::DecodeTable& {
+        const auto& mt = t[1 + cls[j]];
+        j = j + 1 == period ? 0 : j + 1;
+        return mt;
+    };
+    if constexpr (!CodedSigns) {
+        // One symbol a state a round, so the four states step first and then
+        // renormalise together: each reads its word at an offset known from
+        // the states before it (a sum), not through the cursor they moved --
+        // the loads go out at once instead of one after another. The words
+        // are consumed in the same order as byte by byte.
+        const uint32_t mask = (1u << prec) - 1;
+        // The classes' tables as plain pointers, and plain pointers to the
+        // rest: a byte stored to `out` may alias a vector's own pointer,
+        // which would then be reloaded at every symbol.
+        std::array<const uint8_t*, 8> symbol{};
+        std::array<const uint32_t*, 8> freq{}, cum{};
+        for (size_t c = 1; c < t.size(); ++c)
+            symbol[c - 1] = t[c].symbol.data(), freq[c - 1] = t[c].freq.data(), cum[c - 1] = t[c].cum.data();
+        const uint8_t* const cl = cls.data();
+        const uint8_t* const sg = signs.data();
+        uint8_t* const o = out.data();
+        for (; i + 4 <= n && end - p >= kRoundBytes; i += 4) {
+            std::array<uint32_t, 4> v, in;
+            for (unsigned lane = 0; lane < 4; ++lane) {
+                const unsigned c = cl[j];
+                j = j + 1 == period ? 0 : j + 1;
+                const uint32_t slot = x[lane] & mask;
+                const unsigned sym = symbol[c][slot];
+                x[lane] = freq[c][sym] * (x[lane] >> prec) + slot - cum[c][sym];
+                v[lane] = sym;
+                in[lane] = x[lane] < srans::kLow;
+            }
+            const std::array<uint32_t, 4> at = {0, 2 * in[0], 2 * (in[0] + in[1]), 2 * (in[0] + in[1] + in[2])};
+            for (unsigned lane = 0; lane < 4; ++lane) {
+                uint16_t w;
+                std::memcpy(&w, p + at[lane], 2);
+                x[lane] = x[lane] << (in[lane] << 4) | (w & (0u - in[lane]));
+                o[i + lane] = static_cast<uint8_t>(((sg[(i + lane) / 8] >> ((i + lane) % 8)) & 1) << 7 | v[lane]);
+            }
+            p += at[3] + 2 * in[3];
+        }
+    } else {
+        for (; i + 4 <= n && end - p >= kRoundBytes; i += 4)
+            for (unsigned lane = 0; lane < 4; ++lane)
+                out[i + lane] = decode_byte<CodedSigns, false>(t, table(), signs, prec, x[lane], p, end, i + lane);
+    }
+    for (; i < n; ++i) out[i] = decode_byte<CodedSigns, true>(t, table(), signs, prec, x[i % srans::kLanes], p, end, i);
+    d.p = p;
+    d.x = x;
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_with(std::span<const uint8_t> in, const TensorLayout& layout, const Choice& choice) {
+    return write(in, make_plan(in, layout), choice);
+}
+
+std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& layout, Histogram* byte_counts) {
+    const Plan p = make_plan(in, layout);
+    if (byte_counts) *byte_counts = p.bytes;
+    // The class count by the estimate (exact sizes need the tables built,
+    // and building them for every count costs as much as the coding); the
+    // precision exactly, for that count.
+    Choice best{0, kFinePrec, false};
+    double best_bits = -1;
+    for (unsigned log2k = 0; log2k <= (p.period > 1 ? kMaxLog2Classes : 0); ++log2k) {
+        const double bits = estimated_magnitude_bits(p, log2k);
+        if (best_bits < 0 || bits < best_bits) best_bits = bits, best.log2_classes = log2k;
+    }
+    Choice coarse = best;
+    coarse.prec = kCoarsePrec;
+    if (magnitude_bits(p, coarse) < magnitude_bits(p, best)) best = coarse;
+    // Signs are raw bits unless coding them saves a twentieth: weights are
+    // about as often negative as positive, and a coded sign doubles the
+    // decoder's work.
+    const uint64_t n = in.size();
+    const Table st = srans::table_for(p.sign, best.prec);
+    best.coded_signs = n && static_cast<double>(srans::table_bits(st)) + srans::cost_bits(p.sign, st, best.prec) <
+                                0.95 * static_cast<double>(n);
+    return write(in, p, best);
+}
+
+void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
+    if (payload.size() < 2) throw CorruptData("f8-tables: truncated header");
+    const unsigned flags = payload[0], prec = payload[1];
+    const unsigned log2k = flags & kFlagClasses;
+    const bool coded_signs = flags & kFlagCodedSigns;
+    if (flags & ~(kFlagClasses | kFlagCodedSigns)) throw CorruptData("f8-tables: unknown flags");
+    if (prec < srans::kMinPrec || prec > srans::kMaxPrec) throw CorruptData("f8-tables: bad table precision");
+    payload = payload.subspan(2);
+    uint64_t period = 1, phase = 0;
+    if (log2k) {
+        period = get_varint(payload, "f8-tables");
+        phase = get_varint(payload, "f8-tables");
+        if (period < 2 || period > kMaxPeriod || phase >= period) throw CorruptData("f8-tables: bad column period");
+    }
+    std::vector<uint8_t> cls(period, 0);
+    std::vector<srans::DecodeTable> t(1);  // the sign's (empty when raw), then one per class
+    {
+        srans::BitReader r(payload);
+        if (log2k)
+            for (auto& c : cls) c = static_cast<uint8_t>(r.get(log2k));
+        if (coded_signs) t[0] = srans::decode_table(srans::read_table(r, 2, prec), prec);
+        for (unsigned c = 0; c < (1u << log2k); ++c) t.push_back(srans::decode_table(srans::read_table(r, 128, prec), prec));
+        payload = payload.subspan(r.bytes_used());
+    }
+    const size_t n = out.size();
+    if (n) {
+        // Every table the bytes may ask for must be there.
+        std::array<bool, 8> used{};
+        for (uint64_t j = 0; j < std::min<uint64_t>(period, n); ++j) used[cls[(phase + j) % period]] = true;
+        for (unsigned c = 0; c < (1u << log2k); ++c)
+            if (used[c] && t[1 + c].symbol.empty()) throw CorruptData("f8-tables: a class without a table");
+        if (coded_signs && t[0].symbol.empty()) throw CorruptData("f8-tables: no sign table");
+    }
+    std::span<const uint8_t> signs;
+    if (!coded_signs) {
+        if (payload.size() < (n + 7) / 8) throw CorruptData("f8-tables: truncated signs");
+        signs = payload.first((n + 7) / 8);
+        payload = payload.subspan(signs.size());
+    }
+    srans::DecodeState d(payload);
+    if (coded_signs) decode_bytes<true>(t, cls, signs, prec, period, phase, d, out);
+    else decode_bytes<false>(t, cls, signs, prec, period, phase, d, out);
+    d.finish();
+}
+
+}  // namespace ptwm::f8tables

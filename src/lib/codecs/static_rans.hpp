@@ -1,0 +1,412 @@
+// A static rANS coder for streams that switch between several small
+// frequency tables symbol by symbol (order 0 under a context), with the
+// tables carried in the payload in a compact form.
+//
+// Why not htscodecs' order-0 coder: it keeps one table per stream and
+// spends one or two bytes a symbol describing it. On FP8 weights, where a
+// tensor is a few tens of KiB and uses some 200 byte values, that table was
+// 53 of the 66 KB by which esrgan F8's rANS output exceeded the order-0
+// entropy of its bytes. Here a table costs a few bits a symbol:
+//
+// * Frequencies are sent as log-scale codes: 0 for an absent symbol, else
+//   c >= 1 standing for about 2^((c-1)/4) (quarter-octave steps: a relative
+//   error of at most 9%, which costs under 0.005 bits a coded symbol).
+//   Codes of neighbouring symbols are close, so code[lo] is sent in
+//   Exp-Golomb (k = 3) and each next one as a zigzag delta (k = 1).
+// * Both sides turn codes into frequencies summing to 2^prec with the same
+//   integer arithmetic (normalize()), so the decoder needs no floating point
+//   and every platform decodes alike.
+//
+// The coder: 4 interleaved 32-bit states (element i on state i mod 4, so a
+// decoder has independent work in flight), renormalised 16 bits at a time
+// into [2^15, 2^31) as htscodecs' 4x16 coder does: a symbol moves at most one
+// 16-bit word, so both directions can do it without a branch (a byte-wise
+// coder moves 0, 1 or 2 bytes, and mispredicted that at every other symbol).
+// Streams are written back to front and read front to back; the four final
+// states come first, then the words, all little-endian.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "ptwm/base/error.hpp"
+
+namespace ptwm::srans {
+
+inline constexpr unsigned kMinPrec = 10, kMaxPrec = 15;
+inline constexpr unsigned kLanes = 4;
+inline constexpr uint32_t kLow = 1u << 15;  // states live in [kLow, kLow << 16)
+// Codes 1..kMaxCode: a frequency of at most 2^kMaxPrec.
+inline constexpr unsigned kMaxCode = 4 * kMaxPrec + 1;
+
+// ---------------------------------------------------------------------------
+// Bits, least significant first.
+
+class BitWriter {
+public:
+    explicit BitWriter(std::vector<uint8_t>& out) : out_(out) {}
+    void put(uint32_t v, unsigned bits) {
+        acc_ |= uint64_t{v} << n_;
+        n_ += bits;
+        written_ += bits;
+        while (n_ >= 8) {
+            out_.push_back(static_cast<uint8_t>(acc_));
+            acc_ >>= 8;
+            n_ -= 8;
+        }
+    }
+    // Exp-Golomb of order k, as: q ones and a zero (q = width of v + 2^k
+    // minus k + 1), then the low q + k bits of v + 2^k.
+    void exp_golomb(uint32_t v, unsigned k) {
+        const uint64_t w = uint64_t{v} + (1u << k);
+        const unsigned nb = static_cast<unsigned>(std::bit_width(w)) - 1;
+        put((1u << (nb - k)) - 1, nb - k + 1);
+        put(static_cast<uint32_t>(w & ((uint64_t{1} << nb) - 1)), nb);
+    }
+    // How many bits exp_golomb(v, k) writes.
+    static size_t exp_golomb_bits(uint32_t v, unsigned k) {
+        const unsigned nb = static_cast<unsigned>(std::bit_width(uint64_t{v} + (1u << k))) - 1;
+        return size_t{2 * nb - k + 1};
+    }
+    size_t bit_count() const { return written_; }
+    void flush() {
+        if (n_) out_.push_back(static_cast<uint8_t>(acc_));
+        acc_ = 0;
+        n_ = 0;
+    }
+
+private:
+    std::vector<uint8_t>& out_;
+    uint64_t acc_ = 0;
+    unsigned n_ = 0;
+    size_t written_ = 0;
+};
+
+class BitReader {
+public:
+    explicit BitReader(std::span<const uint8_t> in) : in_(in) {}
+    uint32_t get(unsigned bits) {
+        uint32_t v = 0;
+        for (unsigned b = 0; b < bits; ++b) {
+            if (at_ >= in_.size() * 8) throw CorruptData("static rANS: tables run past the payload");
+            v |= uint32_t{(in_[at_ >> 3] >> (at_ & 7)) & 1u} << b;
+            ++at_;
+        }
+        return v;
+    }
+    uint32_t exp_golomb(unsigned k) {
+        unsigned q = 0;
+        while (get(1)) {
+            if (++q > 24) throw CorruptData("static rANS: bad table code");
+        }
+        const unsigned nb = q + k;
+        return static_cast<uint32_t>(((uint64_t{1} << nb) | get(nb)) - (1u << k));
+    }
+    // Bytes consumed, the last one partly.
+    size_t bytes_used() const { return (at_ + 7) / 8; }
+
+private:
+    std::span<const uint8_t> in_;
+    size_t at_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Tables
+
+struct Table {
+    unsigned alphabet = 0;          // symbols 0..alphabet-1
+    bool used = false;              // false: described as absent, never coded with
+    std::vector<uint8_t> code;      // log-scale codes, per symbol
+    std::vector<uint32_t> freq;     // normalised, summing to 2^prec when used
+    std::vector<uint32_t> cum;
+};
+
+inline unsigned bits_for(unsigned alphabet) { return static_cast<unsigned>(std::bit_width(alphabet - 1)); }
+
+// Codes -> frequencies summing to 2^prec: each present symbol gets
+// max(1, round(a * 2^prec / sum a)) with a = 2^16 * 2^((code-1)/4) (from the
+// integer table kQuarter); what that leaves over or under 2^prec is then
+// dealt out one unit at a time to the present symbols in order of
+// frequency, largest first (ties: smaller symbol first), round after round,
+// never taking a symbol below 1. False when the codes make no table (only
+// damaged input: no present symbol).
+inline bool normalize(Table& t, unsigned prec) {
+    static constexpr uint64_t kQuarter[4] = {65536, 77936, 92682, 110218};  // 2^16 * 2^(r/4), rounded
+    auto weight = [&](unsigned s) { return kQuarter[(t.code[s] - 1) & 3] << ((t.code[s] - 1) >> 2); };
+    const uint32_t total = 1u << prec;
+    t.freq.assign(t.alphabet, 0);
+    t.cum.assign(t.alphabet, 0);
+    uint64_t sum = 0;
+    std::array<uint8_t, 256> order;
+    unsigned present = 0;
+    for (unsigned s = 0; s < t.alphabet; ++s)
+        if (t.code[s]) sum += weight(s), order[present++] = static_cast<uint8_t>(s);
+    if (sum == 0 || present > total) return false;
+    int64_t diff = total;
+    for (unsigned k = 0; k < present; ++k) {
+        const unsigned s = order[k];
+        t.freq[s] = static_cast<uint32_t>(std::max<uint64_t>(1, (weight(s) * total + sum / 2) / sum));
+        diff -= t.freq[s];
+    }
+    if (diff != 0) {
+        std::sort(order.begin(), order.begin() + present, [&](uint8_t a, uint8_t b) {
+            return t.freq[a] != t.freq[b] ? t.freq[a] > t.freq[b] : a < b;
+        });
+        for (unsigned k = 0; diff != 0; k = (k + 1) % present) {
+            uint32_t& f = t.freq[order[k]];
+            if (diff > 0) ++f, --diff;
+            else if (f > 1) --f, ++diff;
+        }
+    }
+    uint32_t c = 0;
+    for (unsigned s = 0; s < t.alphabet; ++s) t.cum[s] = c, c += t.freq[s];
+    t.used = true;
+    return true;
+}
+
+// A table for symbol counts (encoder): each present symbol's code is its
+// frequency's log in quarter octaves, rounded.
+inline Table table_for(std::span<const uint64_t> counts, unsigned prec) {
+    Table t;
+    t.alphabet = static_cast<unsigned>(counts.size());
+    t.code.assign(t.alphabet, 0);
+    uint64_t n = 0;
+    for (uint64_t c : counts) n += c;
+    if (n == 0) return t;
+    const double scale = std::ldexp(1.0, static_cast<int>(prec)) / static_cast<double>(n);
+    for (unsigned s = 0; s < t.alphabet; ++s) {
+        if (!counts[s]) continue;
+        const double c = 1 + std::lround(4 * std::log2(static_cast<double>(counts[s]) * scale));
+        t.code[s] = static_cast<uint8_t>(std::clamp<double>(c, 1, 4 * prec + 1));
+    }
+    if (!normalize(t, prec)) throw Error("static rANS: no table of " + std::to_string(prec) + " bits fits the counts");
+    return t;
+}
+
+// The first and last present symbol of a used table.
+inline std::pair<unsigned, unsigned> code_range(const Table& t) {
+    unsigned lo = 0, hi = t.alphabet - 1;
+    while (!t.code[lo]) ++lo;
+    while (!t.code[hi]) --hi;
+    return {lo, hi};
+}
+
+// Neighbouring codes' difference, zigzagged to a non-negative value.
+inline uint32_t code_delta(const Table& t, unsigned s) {
+    const int d = int{t.code[s]} - int{t.code[s - 1]};
+    return d >= 0 ? 2u * static_cast<unsigned>(d) : 2u * static_cast<unsigned>(-d) - 1;
+}
+
+inline void write_table(BitWriter& w, const Table& t) {
+    w.put(t.used, 1);
+    if (!t.used) return;
+    const auto [lo, hi] = code_range(t);
+    const unsigned b = bits_for(t.alphabet);
+    w.put(lo, b);
+    w.put(hi - lo, b);
+    w.exp_golomb(t.code[lo] - 1u, 3);
+    for (unsigned s = lo + 1; s <= hi; ++s) w.exp_golomb(code_delta(t, s), 1);
+}
+
+inline Table read_table(BitReader& r, unsigned alphabet, unsigned prec) {
+    Table t;
+    t.alphabet = alphabet;
+    t.code.assign(alphabet, 0);
+    if (!r.get(1)) return t;
+    const unsigned b = bits_for(alphabet);
+    const unsigned lo = r.get(b), span = r.get(b);
+    if (lo + span >= alphabet) throw CorruptData("static rANS: table symbols out of range");
+    int c = static_cast<int>(r.exp_golomb(3)) + 1;
+    for (unsigned s = lo;; ++s) {
+        if (c < 0 || c > static_cast<int>(kMaxCode)) throw CorruptData("static rANS: bad table code");
+        t.code[s] = static_cast<uint8_t>(c);
+        if (s == lo + span) break;
+        const uint32_t z = r.exp_golomb(1);
+        c += (z & 1) ? -static_cast<int>((z + 1) / 2) : static_cast<int>(z / 2);
+    }
+    if (!t.code[lo] || !t.code[lo + span] || !normalize(t, prec)) throw CorruptData("static rANS: bad table");
+    return t;
+}
+
+// What coding `counts` with `t` costs in bits (the stream, not the table).
+inline double cost_bits(std::span<const uint64_t> counts, const Table& t, unsigned prec) {
+    // log2 of every possible frequency, once: encoders weigh many tables.
+    static const std::vector<float> kLog2 = [] {
+        std::vector<float> v((1u << kMaxPrec) + 1);
+        for (size_t f = 1; f < v.size(); ++f) v[f] = static_cast<float>(std::log2(static_cast<double>(f)));
+        return v;
+    }();
+    double bits = 0;
+    for (size_t s = 0; s < counts.size(); ++s)
+        if (counts[s]) bits += static_cast<double>(counts[s]) * (prec - kLog2[t.freq[s]]);
+    return bits;
+}
+
+// The table's description in bits (what write_table writes, counted).
+inline size_t table_bits(const Table& t) {
+    if (!t.used) return 1;
+    const auto [lo, hi] = code_range(t);
+    size_t bits = 1 + 2 * bits_for(t.alphabet) + BitWriter::exp_golomb_bits(t.code[lo] - 1u, 3);
+    for (unsigned s = lo + 1; s <= hi; ++s) bits += BitWriter::exp_golomb_bits(code_delta(t, s), 1);
+    return bits;
+}
+
+// ---------------------------------------------------------------------------
+// The coder
+
+// A symbol as the encoder codes it: the division by its frequency turned
+// into a multiply and shift (ryg_rans' RansEncSymbol; exact for states
+// below 2^31, which renormalisation keeps them).
+struct EncodeSymbol {
+    uint32_t x_max = 0;     // renormalise while the state is at least this
+    uint32_t rcp_freq = 0;  // 2^(31 + shift) / freq, rounded up
+    uint32_t bias = 0;
+    uint16_t cmpl_freq = 0;  // 2^prec - freq
+    uint16_t rcp_shift = 0;
+};
+static_assert(sizeof(EncodeSymbol) == 16, "one aligned load a symbol");
+
+inline std::vector<EncodeSymbol> encode_symbols(const Table& t, unsigned prec) {
+    std::vector<EncodeSymbol> out(t.alphabet);
+    if (!t.used) return out;
+    for (unsigned s = 0; s < t.alphabet; ++s) {
+        const uint32_t f = t.freq[s];
+        if (!f) continue;
+        EncodeSymbol& e = out[s];
+        e.x_max = ((kLow >> prec) << 16) * f;
+        e.cmpl_freq = static_cast<uint16_t>((1u << prec) - f);
+        if (f < 2) {
+            e.rcp_freq = ~0u;
+            e.rcp_shift = 0;
+            e.bias = t.cum[s] + (1u << prec) - 1;
+        } else {
+            unsigned shift = 0;
+            while (f > (1u << shift)) ++shift;
+            e.rcp_freq = static_cast<uint32_t>(((uint64_t{1} << (shift + 31)) + f - 1) / f);
+            e.rcp_shift = static_cast<uint16_t>(shift - 1);
+            e.bias = t.cum[s];
+        }
+    }
+    return out;
+}
+
+// The encoder's output: written back to front into a buffer sized for the
+// worst case (a word a symbol), so the hot loop has no capacity checks.
+// Callers keep the states in locals.
+class EncodeBuffer {
+public:
+    // Two bytes of slack before the first: put() stores its word before it
+    // knows whether the word is kept. The memory is per thread and reused,
+    // and not cleared: a fresh buffer per chunk cost page faults and a memset.
+    explicit EncodeBuffer(size_t max_symbols) {
+        const size_t need = 2 * max_symbols + 4 * kLanes + 2;
+        thread_local std::unique_ptr<uint8_t[]> t_buf;
+        thread_local size_t t_size = 0;
+        if (t_size < need) t_buf.reset(new uint8_t[need]), t_size = need;
+        end_ = t_buf.get() + t_size;
+        p_ = end_;
+    }
+    uint8_t*& cursor() { return p_; }
+    // Appends the stream -- the final states (lane 0 first), then the
+    // words -- to `out`.
+    void finish(const std::array<uint32_t, kLanes>& x, std::vector<uint8_t>& out) {
+        for (unsigned lane = kLanes; lane-- > 0;)
+            for (int b = 3; b >= 0; --b) *--p_ = static_cast<uint8_t>(x[lane] >> (8 * b));
+        out.insert(out.end(), p_, end_);
+    }
+
+private:
+    uint8_t* end_;
+    uint8_t* p_;
+};
+
+// Codes one symbol onto state x (symbols go in reverse of decode order).
+[[gnu::always_inline]] inline void put(uint32_t& x, uint8_t*& p, const EncodeSymbol& e) {
+    const uint32_t out = x >= e.x_max;  // one word at most: x < 2^31, x_max >= 2^16
+    const uint16_t w = static_cast<uint16_t>(x);
+    std::memcpy(p - 2, &w, 2);
+    // Arithmetic, not `out ? 16 : 0`: GCC made that a branch, which the
+    // coin-flip of renormalisation mispredicts half the time.
+    p -= out << 1;
+    x >>= out << 4;
+    const uint32_t q = static_cast<uint32_t>((uint64_t{x} * e.rcp_freq) >> 32) >> e.rcp_shift;
+    x = x + e.bias + q * uint32_t{e.cmpl_freq};
+}
+
+// A table as the decoder uses it: the symbol of every slot.
+struct DecodeTable {
+    std::vector<uint8_t> symbol;  // 2^prec entries; empty when the table is unused
+    std::vector<uint32_t> freq, cum;
+};
+
+inline DecodeTable decode_table(const Table& t, unsigned prec) {
+    DecodeTable d;
+    if (!t.used) return d;
+    d.symbol.resize(size_t{1} << prec);
+    for (unsigned s = 0; s < t.alphabet; ++s)
+        std::fill_n(d.symbol.begin() + t.cum[s], t.freq[s], static_cast<uint8_t>(s));
+    d.freq = t.freq;
+    d.cum = t.cum;
+    return d;
+}
+
+// The stream being read: the four states, then bytes from `p` to `end`.
+struct DecodeState {
+    std::array<uint32_t, kLanes> x{};
+    const uint8_t* p = nullptr;
+    const uint8_t* end = nullptr;
+
+    explicit DecodeState(std::span<const uint8_t> in) : p(in.data()), end(in.data() + in.size()) {
+        if (in.size() < 4 * kLanes) throw CorruptData("static rANS: stream shorter than its states");
+        for (auto& s : x) {
+            s = uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+            p += 4;
+            if (s < kLow || s >= kLow << 16) throw CorruptData("static rANS: bad initial state");
+        }
+    }
+    // A stream decoded in full ends with every state back at its start and
+    // no byte left over.
+    void finish() const {
+        if (p != end) throw CorruptData("static rANS: bytes left after the stream");
+        for (uint32_t s : x)
+            if (s != kLow) throw CorruptData("static rANS: stream does not end where it started");
+    }
+};
+
+// Decodes one symbol from state x. The table must be used (callers check:
+// an unused table has no slots).
+[[gnu::always_inline]] inline unsigned get(uint32_t& x, const uint8_t*& p, const uint8_t* end, const DecodeTable& t, unsigned prec) {
+    const uint32_t slot = x & ((1u << prec) - 1);
+    const unsigned s = t.symbol[slot];
+    x = t.freq[s] * (x >> prec) + slot - t.cum[s];
+    if (x < kLow) {
+        if (end - p < 2) throw CorruptData("static rANS: stream runs past the payload");
+        x = x << 16 | uint32_t{p[0]} | uint32_t{p[1]} << 8;
+        p += 2;
+    }
+    return s;
+}
+
+// The same without the bounds check, and without a branch: for callers that
+// know at least two bytes remain.
+[[gnu::always_inline]] inline unsigned get_unchecked(uint32_t& x, const uint8_t*& p, const DecodeTable& t, unsigned prec) {
+    const uint32_t slot = x & ((1u << prec) - 1);
+    const unsigned s = t.symbol[slot];
+    x = t.freq[s] * (x >> prec) + slot - t.cum[s];
+    const uint32_t in = x < kLow;
+    uint16_t w;
+    std::memcpy(&w, p, 2);
+    x = x << (in << 4) | (w & (0u - in));  // arithmetic: a branch here mispredicts
+    p += in << 1;
+    return s;
+}
+
+}  // namespace ptwm::srans

@@ -1,0 +1,368 @@
+#include "codecs/tensor_models.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "base/varint.hpp"
+#include "ptwm/base/error.hpp"
+
+#include "codecs/context_coder.hpp"
+
+namespace ptwm::models {
+namespace {
+
+using context::Decoder;
+using context::Encoder;
+using context::Node;
+using context::RateTable;
+
+// Per-position tables are sized by the layout; past this many entries a
+// context is dropped instead (it would cost more memory than it saves).
+constexpr uint64_t kMaxTable = 1u << 20;
+
+// ---------------------------------------------------------------------------
+// Block scales (E8M0, one byte per 32-value block).
+//
+// A scale tensor holds only a few distinct values; what predicts a block's
+// scale is its input channel's magnitude, seen in the same channel's blocks
+// at earlier kernel positions. So: the chunk's minimum scale is sent raw
+// (8 bits), then each u = s - min in unary ("u > k?", k = 0..3, one adaptive
+// node per context and k; Exp-Golomb beyond), under one context: the mean u
+// of this input channel's earlier blocks in 1/3 steps (capped), or the
+// previous scale where the layout has no kernel positions. 7 x 4 nodes: cheap
+// enough to learn inside a 50-byte tensor. (A residual against the left
+// neighbour does worse than order 0: neighbours are noisy, the channel level
+// carries the information.)
+//
+// The channel period P is often not in the scale tensor's shape (a flat
+// [blocks] vector, or blocks of a flattened kernel), so the encoder also
+// tries the periods of common kernel sizes and keeps the smallest result;
+// the payload starts with P and R as two varints.
+struct ScaleGeometry {
+    uint64_t blocks_per_row = 1;  // R: scales per row (out_channels / 32)
+    uint64_t blocks_per_tap = 0;  // P: R * in_channels, scales per kernel position (0: none)
+};
+
+// A scale tensor shaped like its kernel, [kh, kw, in, out / 32]: the leading
+// dims are kernel positions, the last two an in-channel's row of scales.
+ScaleGeometry scale_geometry(std::span<const uint64_t> shape) {
+    ScaleGeometry g;
+    if (shape.size() < 3 || shape.back() == 0) return g;
+    uint64_t taps = 1;
+    for (size_t k = 0; k + 2 < shape.size(); ++k) taps *= shape[k];
+    const uint64_t per_tap = shape[shape.size() - 2] * shape.back();
+    if (taps > 1 && per_tap <= kMaxTable) g = {shape.back(), per_tap};
+    return g;
+}
+
+// Kernel positions (kh * kw) whose periods the encoder tries besides the shape's.
+constexpr uint64_t kScaleTaps[] = {3, 4, 9, 25, 49};
+
+constexpr RateTable kScaleRates(60, 0.5);
+constexpr unsigned kScaleLevels = 6, kScaleSteps = 3;
+
+// The context each scale is coded under, shared by the coder and the
+// encoder's estimate of it.
+class ScaleContexts {
+public:
+    ScaleContexts(uint64_t first, ScaleGeometry g)
+        : R_(g.blocks_per_row), P_(g.blocks_per_tap), chsum_(P_ ? P_ / R_ + 1 : 1), chcnt_(chsum_.size()) {
+        pos_ = P_ ? first % P_ : 0;
+        ch_ = R_ ? pos_ / R_ : 0;
+        sub_ = R_ ? pos_ % R_ : 0;
+    }
+    // Context of scale i (0 .. kScaleLevels); `prev` is u of scale i - 1.
+    unsigned level(size_t i, unsigned prev) const {
+        if (P_ && chcnt_[ch_]) {
+            // min(levels - 1, round(steps * mean)), by comparisons: the
+            // rounded quotient (steps * sum + cnt / 2) / cnt is at least k
+            // exactly when the numerator is at least k * cnt.
+            const uint64_t num = kScaleSteps * chsum_[ch_] + chcnt_[ch_] / 2, cnt = chcnt_[ch_];
+            unsigned lev = 0;
+            for (unsigned k = 1; k < kScaleLevels; ++k) lev += num >= k * cnt;
+            return lev;
+        }
+        if (!P_ && i) return std::min<unsigned>(kScaleLevels - 1, kScaleSteps * static_cast<uint8_t>(prev));
+        return kScaleLevels;  // no history
+    }
+    // Scale i was u above the minimum.
+    void update(unsigned u) {
+        if (!P_) return;
+        chsum_[ch_] += u;
+        chcnt_[ch_]++;
+        // The channel of scale `first + i` is ((first + i) % P) / R. Counters
+        // that step with i give it without two 64-bit divisions a scale,
+        // which were most of the model's time.
+        if (++pos_ == P_) {
+            pos_ = ch_ = sub_ = 0;
+        } else if (++sub_ == R_) {
+            sub_ = 0;
+            ++ch_;
+        }
+    }
+
+private:
+    uint64_t R_, P_;
+    // Per input channel: sum and count of u so far.
+    // 64-bit: a chunk may hold 2^28 scales (kMaxChunkBytes).
+    std::vector<uint64_t> chsum_, chcnt_;
+    uint64_t pos_, ch_, sub_;
+};
+
+template <class C>
+void code_scales(C& c, uint8_t* s, size_t n, uint64_t first, ScaleGeometry g) {
+    if (n == 0) return;
+    unsigned mn = 255;
+    if (!C::kDecoding)
+        for (size_t i = 0; i < n; ++i) mn = std::min<unsigned>(mn, s[i]);
+    {
+        unsigned x = 0;
+        for (int b = 7; b >= 0; --b) x = x << 1 | c.raw((mn >> b) & 1);
+        mn = x;
+    }
+    Node nodes[(kScaleLevels + 1) * 4];
+    ScaleContexts ctx(first, g);
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned u = C::kDecoding ? 0 : s[i] - mn;
+        Node* nd = &nodes[ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - mn) : 0) * 4];
+        unsigned k = 0;
+        while (k < 4 && c.bit(nd[k], u > k)) ++k;
+        if (k == 4) {  // Exp-Golomb (order 0) of u - 3 >= 1, raw bits
+            const unsigned e = u - 3;
+            unsigned nb = 0;
+            if (!C::kDecoding)
+                while ((e >> (nb + 1)) != 0) ++nb;
+            unsigned q = 0;
+            while (q < 8 && c.raw(q < nb)) ++q;
+            unsigned val = 1;
+            for (int b = static_cast<int>(q) - 1; b >= 0; --b) val = val << 1 | c.raw((e >> b) & 1);
+            k = 3 + val;
+        }
+        s[i] = static_cast<uint8_t>(mn + k);
+        ctx.update(k);
+    }
+}
+
+// What code_scales would spend on `s` under `g`, in bits, with each
+// context's unary decisions at their empirical frequencies (the adaptive
+// nodes' learning cost left out): a fifth of the coder's time, close enough
+// to rank the candidate periods.
+double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g) {
+    if (n == 0) return 0;
+    unsigned mn = 255;
+    for (size_t i = 0; i < n; ++i) mn = std::min<unsigned>(mn, s[i]);
+    std::array<std::array<uint32_t, 5>, kScaleLevels + 1> count{};
+    double raw_bits = 0;
+    ScaleContexts ctx(first, g);
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned u = s[i] - mn;
+        ++count[ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - mn) : 0)][std::min(u, 4u)];
+        if (u >= 4) raw_bits += 2 * std::floor(std::log2(u - 3)) + 1;
+        ctx.update(u);
+    }
+    double bits = raw_bits;
+    for (const auto& c : count) {
+        uint32_t total = 0;
+        for (uint32_t v : c) total += v;
+        for (uint32_t v : c)
+            if (v) bits -= v * std::log2(static_cast<double>(v) / total);
+    }
+    return bits;
+}
+
+// ---------------------------------------------------------------------------
+// FP8 E4M3 weights, whole bytes [S EEEE MMM].
+//
+// Weights of a layer behave like |w| ~ a(in channel) * b(out channel) * noise,
+// so the exponent E is roughly additive in per-channel levels. The model keeps
+// running means of E per input channel, per output channel (column) and over
+// the chunk, predicts level = chan + col - global, and codes E (a 4-level bit
+// tree) under that level in half-exponent steps. The mantissa is coded under
+// (E, E below/near/above the predicted level) -- its skew inside a binade
+// depends on where E sits --, the sign under the signs of the same filter's
+// two previous kernel taps. Fine-context trees inherit fresh nodes from a
+// coarse tree, so the many contexts cost little to learn. Corpus: 1.1-1.6%
+// below the whole-byte order-0 bound on movenet and posenet, 0.1% above it on
+// esrgan (whose channels are nearly homogeneous).
+struct F8Geometry {
+    uint64_t row = 1;    // elements per row: the last dim (the one before when the last is 1)
+    uint64_t plane = 0;  // elements per kernel position (4-D kernels, HWIO), 0: none
+};
+
+F8Geometry f8_geometry(std::span<const uint64_t> shape) {
+    F8Geometry g;
+    if (shape.empty()) return g;
+    const uint64_t row = (shape.back() > 1 || shape.size() < 2) ? shape.back() : shape[shape.size() - 2];
+    if (row == 0 || row > kMaxTable) return g;
+    g.row = row;
+    if (shape.size() == 4 && shape[0] * shape[1] > 1 && shape[2] * shape[3] / row <= kMaxTable)
+        g.plane = shape[2] * shape[3];
+    return g;
+}
+
+constexpr RateTable kF8Rates(255, 0.5);  // KT start, then forget slowly
+
+template <class C>
+void code_f8(C& c, uint8_t* x, size_t n, uint64_t first, F8Geometry g) {
+    const uint64_t row = g.row;
+    // Channel index: rows repeat every plane/row rows (one per input
+    // channel); without kernel positions every row of the chunk is its own.
+    const bool taps = g.plane != 0;
+    // Without taps a channel is one row, and rows come one after another:
+    // one slot, emptied when a new row starts, holds the current row's sums.
+    const uint64_t nch = taps ? std::max<uint64_t>(1, g.plane / row) : 1;
+    const uint64_t plane = taps ? g.plane : n + 1;  // n + 1: no previous tap
+    const uint64_t first_row = first / row;
+    std::vector<Node> et(32 * 16), e0(16), mt(16 * 8), mt3(16 * 3 * 8), st(9);
+    // Sums of 16 E and counts, 64-bit: 2^28 bytes of E = 15 overflow 32 bits.
+    std::vector<int64_t> chs(nch), chn(nch), cls(row), cln(row);
+    int64_t gs = 0, gn = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const uint64_t at = first + i;
+        const size_t j = at % row;
+        const size_t ch = taps ? (at / row) % nch : 0;
+        if (!taps && j == 0 && at / row != first_row) chs[0] = 0, chn[0] = 0;
+        // Means of 16 E: 0..240.
+        const auto gl = static_cast<int32_t>(gn ? gs / gn : 8 * 16);
+        const auto a = static_cast<int32_t>(chn[ch] ? chs[ch] / chn[ch] : gl);
+        const auto b = static_cast<int32_t>(cln[j] ? cls[j] / cln[j] : gl);
+        const unsigned ectx = static_cast<unsigned>(std::clamp<int32_t>((a + b - gl) / 8, 0, 31));
+        const uint8_t v = C::kDecoding ? 0 : x[i];
+        const unsigned e = context::tree_inherit<4>(c, &et[ectx * 16], e0.data(), (v >> 3) & 15, 6);
+        const int32_t d = static_cast<int32_t>(e) * 16 - (a + b - gl);
+        const unsigned rel = d < -24 ? 0 : d > 24 ? 2 : 1;
+        const unsigned m = context::tree_inherit<3>(c, &mt3[(e * 3 + rel) * 8], &mt[e * 8], v & 7, 6);
+        const unsigned s1 = i >= plane ? 1 + (x[i - plane] >> 7) : 0;
+        const unsigned s3 = i >= 3 * plane ? 1 + (x[i - 3 * plane] >> 7) : 0;
+        const unsigned s = c.bit(st[s1 * 3 + s3], v >> 7);
+        x[i] = static_cast<uint8_t>(s << 7 | e << 3 | m);
+        const int32_t e16 = static_cast<int32_t>(e) * 16;
+        chs[ch] += e16, chn[ch]++;
+        cls[j] += e16, cln[j]++;
+        gs += e16, gn++;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// MXFP4 blocks: E2M1 nibbles (sign << 3 | magnitude index m of
+// {0, .5, 1, 1.5, 2, 3, 4, 6}), low nibble = even element, 32 values per
+// 16-byte block sharing one E8M0 scale, which the reader has decoded first.
+//
+// The magnitude (a 3-level bit tree) is coded under g = min(scale - the
+// chunk's smallest non-zero scale, 3), the block's relative scale (the group
+// of the grouped decomposition), and the level of the element's column: a
+// running mean of log2|x| in quarter steps (4 scale + lg4[m]) over the
+// column's earlier elements, in this block's units, quantised to 11 levels
+// plus "no history". Each (g, level) tree inherits from the per-g tree, so
+// 48 contexts cost little more to learn than 4. The sign is coded under
+// (m == 0). The column length is not in the blocks' shape ([blocks, 16]),
+// so the encoder tries a few and writes its pick first, as a varint.
+constexpr RateTable kFp4Rates(1023, 0.5);  // near-stationary: forget very slowly
+constexpr uint64_t kFp4Rows[] = {32, 64, 128, 256};
+
+template <class C>
+void code_fp4(C& c, uint8_t* b, std::span<const uint8_t> sc, uint64_t first, uint64_t row) {
+    static constexpr int lg4[8] = {-4, 0, 4, 6, 8, 10, 12, 14};  // ~4 log2(value / 0.5)
+    const size_t n = sc.size() * 32;
+    int smin = 255;
+    for (uint8_t s : sc)
+        if (s) smin = std::min<int>(smin, s);
+    std::vector<Node> mt(4 * 12 * 8), mg(4 * 8);
+    Node st[2];
+    std::vector<int64_t> cs(row), cn(row);  // 64-bit: up to 2^29 elements a chunk
+    for (size_t k = 0; k < n; ++k) {
+        const size_t blk = k >> 5, j = (first + k) % row;
+        const unsigned g = static_cast<unsigned>(std::clamp<int>(sc[blk] - smin, 0, 3));
+        unsigned q = 0;
+        if (cn[j]) q = static_cast<unsigned>(std::clamp<int64_t>((cs[j] / cn[j] - int{sc[blk]} * 4 + 4) / 2, 1, 11));
+        const unsigned v = C::kDecoding ? 0 : (b[k >> 1] >> ((k & 1) * 4)) & 15;
+        const unsigned m = context::tree_inherit<3>(c, &mt[(g * 12 + q) * 8], &mg[g * 8], v & 7, 6);
+        const unsigned s = c.bit(st[m == 0], v >> 3);
+        const unsigned x = s << 3 | m;
+        if (k & 1) b[k >> 1] = static_cast<uint8_t>((b[k >> 1] & 0x0F) | x << 4);
+        else b[k >> 1] = static_cast<uint8_t>((b[k >> 1] & 0xF0) | x);
+        cs[j] += int{sc[blk]} * 4 + lg4[m];
+        cn[j]++;
+    }
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_fp4(std::span<const uint8_t> in, const TensorLayout& layout) {
+    if (layout.scales.size() * 16 != in.size()) throw Error("FP4 model: the scales do not cover the blocks");
+    std::vector<uint8_t> best;
+    for (uint64_t row : kFp4Rows) {
+        std::vector<uint8_t> x(in.begin(), in.end());
+        Encoder e(kFp4Rates);
+        code_fp4(e, x.data(), layout.scales, layout.offset * 2, row);
+        std::vector<uint8_t> out;
+        put_varint(out, row);
+        const auto body = e.finish();
+        out.insert(out.end(), body.begin(), body.end());
+        if (best.empty() || out.size() < best.size()) best = std::move(out);
+    }
+    return best;
+}
+
+void decode_fp4(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
+    if (layout.scales.size() * 16 != out.size()) throw CorruptData("FP4 model: the scales do not cover the blocks");
+    const uint64_t row = get_varint(payload, "context model");
+    if (row == 0 || row > kMaxTable) throw CorruptData("FP4 model: bad row length");
+    Decoder d(kFp4Rates, payload);
+    code_fp4(d, out.data(), layout.scales, layout.offset * 2, row);
+}
+
+std::vector<uint8_t> encode_scales(std::span<const uint8_t> in, const TensorLayout& layout) {
+    std::vector<ScaleGeometry> tries = {scale_geometry(layout.shape)};
+    // Periods relative to the whole tensor need the chunk to be all of it.
+    const uint64_t n = in.size();
+    if (layout.offset == 0)
+        for (uint64_t taps : kScaleTaps)
+            if (n % taps == 0 && n / taps >= 8) tries.push_back({1, n / taps});
+    // Only the period with the smallest estimate is coded. The estimate
+    // leaves out the adaptive nodes' learning, which differs between periods
+    // by a few bytes: on the corpus's 153 MXFP4 scale tensors, coding every
+    // period and keeping the smallest saved 30 bytes in all (0.001% of the
+    // store) for four times the work.
+    size_t pick = 0;
+    double pick_bits = scale_bits_estimate(in.data(), n, layout.offset, tries[0]);
+    for (size_t k = 1; k < tries.size(); ++k) {
+        const double bits = scale_bits_estimate(in.data(), n, layout.offset, tries[k]);
+        if (bits < pick_bits) pick = k, pick_bits = bits;
+    }
+    const ScaleGeometry& g = tries[pick];
+    std::vector<uint8_t> x(in.begin(), in.end());
+    Encoder e(kScaleRates);
+    code_scales(e, x.data(), x.size(), layout.offset, g);
+    std::vector<uint8_t> out;
+    put_varint(out, g.blocks_per_tap);
+    put_varint(out, g.blocks_per_row);
+    const auto body = e.finish();
+    out.insert(out.end(), body.begin(), body.end());
+    return out;
+}
+
+void decode_scales(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
+    ScaleGeometry g;
+    g.blocks_per_tap = get_varint(payload, "context model");
+    g.blocks_per_row = get_varint(payload, "context model");
+    if (g.blocks_per_row == 0 || g.blocks_per_tap > kMaxTable || (g.blocks_per_tap && g.blocks_per_row > g.blocks_per_tap))
+        throw CorruptData("scale model: bad channel period");
+    Decoder d(kScaleRates, payload);
+    code_scales(d, out.data(), out.size(), layout.offset, g);
+}
+
+std::vector<uint8_t> encode_f8(std::span<const uint8_t> in, const TensorLayout& layout) {
+    std::vector<uint8_t> x(in.begin(), in.end());
+    Encoder e(kF8Rates);
+    code_f8(e, x.data(), x.size(), layout.offset, f8_geometry(layout.shape));
+    return e.finish();
+}
+
+void decode_f8(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
+    Decoder d(kF8Rates, payload);
+    code_f8(d, out.data(), out.size(), layout.offset, f8_geometry(layout.shape));
+}
+
+}  // namespace ptwm::models

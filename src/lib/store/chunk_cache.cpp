@@ -1,0 +1,177 @@
+#include "ptwm/store/chunk_cache.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <new>
+#include <exception>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace ptwm {
+
+namespace {
+
+// Chunk buffers: mapped with MAP_POPULATE, so the kernel fills in a
+// buffer's pages in one call instead of one page fault per 4 KiB (on a
+// virtual machine those faults cost more than decoding the chunk), and
+// recycled by size. The pool is bounded, so the daemon's resident memory
+// stays within the cache bound plus this much.
+class BufferPool {
+public:
+    static constexpr size_t kMaxBytes = 32u << 20;
+
+    uint8_t* take(size_t size) {
+        {
+            std::lock_guard lock(mutex_);
+            auto it = free_.find(size);
+            if (it != free_.end() && !it->second.empty()) {
+                uint8_t* buffer = it->second.back();
+                it->second.pop_back();
+                bytes_ -= size;
+                return buffer;
+            }
+        }
+        void* p = ::mmap(nullptr, std::max<size_t>(size, 1), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (p == MAP_FAILED) throw std::bad_alloc();
+        return static_cast<uint8_t*>(p);
+    }
+
+    void give(uint8_t* buffer, size_t size) {
+        {
+            std::lock_guard lock(mutex_);
+            if (bytes_ + size <= kMaxBytes) {
+                free_[size].push_back(buffer);
+                bytes_ += size;
+                return;
+            }
+        }
+        ::munmap(buffer, std::max<size_t>(size, 1));
+    }
+
+private:
+    std::mutex mutex_;
+    std::unordered_map<size_t, std::vector<uint8_t*>> free_;
+    size_t bytes_ = 0;
+};
+
+BufferPool& buffer_pool() {
+    static BufferPool pool;
+    return pool;
+}
+
+}  // namespace
+
+ChunkData::ChunkData(size_t size) : data_(buffer_pool().take(size)), size_(size) {}
+
+ChunkData::~ChunkData() { buffer_pool().give(data_, size_); }
+
+ChunkCache::ChunkCache(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
+
+ChunkPtr ChunkCache::get(const ChunkKey& key, size_t length, const Decoder& decode) {
+    std::promise<ChunkPtr> promise;
+    {
+        std::unique_lock lock(mutex_);
+        auto it = entries_.find(key);
+        if (it != entries_.end()) {
+            Entry& entry = it->second;
+            if (entry.ready) {
+                ++hits_;
+                lru_.splice(lru_.begin(), lru_, entry.lru_position);
+                return entry.result.get();
+            }
+            ++merged_waits_;
+            std::shared_future<ChunkPtr> pending = entry.result;
+            lock.unlock();
+            return pending.get();  // rethrows the decoder's exception
+        }
+        ++misses_;
+        // Reserve the bytes now so decodes in flight count against the
+        // bound too: the daemon's memory is cache plus what readers hold.
+        evict_for(length);
+        Entry entry;
+        entry.result = promise.get_future().share();
+        entry.bytes = length;
+        entries_.emplace(key, std::move(entry));
+        cached_bytes_ += length;
+    }
+
+    std::shared_ptr<ChunkData> chunk;
+    try {
+        auto start = std::chrono::steady_clock::now();
+        chunk = std::make_shared<ChunkData>(length);
+        decode(chunk->writable_bytes());
+        auto elapsed = std::chrono::steady_clock::now() - start;
+        decode_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count();
+        bytes_decoded_ += length;
+    } catch (...) {
+        ++decode_failures_;
+        {
+            std::lock_guard lock(mutex_);
+            entries_.erase(key);
+            cached_bytes_ -= length;
+        }
+        promise.set_exception(std::current_exception());
+        throw;
+    }
+
+    ChunkPtr result = std::move(chunk);
+    {
+        std::lock_guard lock(mutex_);
+        Entry& entry = entries_.at(key);
+        entry.ready = true;
+        lru_.push_front(key);
+        entry.lru_position = lru_.begin();
+    }
+    promise.set_value(result);
+    return result;
+}
+
+void ChunkCache::release(const ChunkKey& key) {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end() || !it->second.ready) return;
+    cached_bytes_ -= it->second.bytes;
+    lru_.erase(it->second.lru_position);
+    entries_.erase(it);
+    ++released_;
+}
+
+void ChunkCache::evict_for(size_t incoming) {
+    while (cached_bytes_ + incoming > capacity_ && !lru_.empty()) {
+        auto it = entries_.find(lru_.back());
+        cached_bytes_ -= it->second.bytes;
+        entries_.erase(it);
+        lru_.pop_back();
+        ++evictions_;
+    }
+}
+
+bool ChunkCache::contains(const ChunkKey& key) const {
+    std::lock_guard lock(mutex_);
+    return entries_.contains(key);
+}
+
+ChunkCacheStats ChunkCache::stats() const {
+    ChunkCacheStats s;
+    {
+        std::lock_guard lock(mutex_);
+        s.cached_bytes = cached_bytes_;
+        s.cached_chunks = entries_.size();
+    }
+    s.capacity_bytes = capacity_;
+    s.hits = hits_;
+    s.merged_waits = merged_waits_;
+    s.misses = misses_;
+    s.bytes_decoded = bytes_decoded_;
+    s.decode_ns = decode_ns_;
+    s.decode_failures = decode_failures_;
+    s.evictions = evictions_;
+    s.released = released_;
+    return s;
+}
+
+}  // namespace ptwm

@@ -1,0 +1,306 @@
+#include "ptwm/store/chunk_codec.hpp"
+
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "ptwm/base/checksum.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/planes/fp4_groups.hpp"
+
+namespace ptwm {
+namespace {
+
+// Per-thread plane buffers: a chunk is decoded on one thread from start to
+// end, and reusing the buffers keeps allocation out of the read path.
+struct PlaneScratch {
+    std::array<std::vector<uint8_t>, kMaxPlanes> planes;
+    std::span<uint8_t> plane(unsigned p, size_t n) {
+        if (planes[p].size() < n) planes[p].resize(n);
+        return {planes[p].data(), n};
+    }
+};
+thread_local PlaneScratch t_scratch;
+
+// The planes a chunk of `n` bytes splits into under `d`.
+struct PlaneLayout {
+    unsigned count;
+    std::array<size_t, kMaxPlanes> length{};
+};
+
+PlaneLayout layout(Decomposition d, size_t n, std::span<const uint8_t> scales, uint8_t base) {
+    PlaneLayout l{plane_count(d)};
+    if (is_grouped(d)) {
+        l.length = group_plane_lengths(d, scales, base);
+    } else {
+        for (unsigned p = 0; p < l.count; ++p) l.length[p] = plane_length(d, n, p);
+    }
+    return l;
+}
+
+// Split `bytes` into scratch planes; returns pointers to them.
+std::array<uint8_t*, kMaxPlanes> split_to_scratch(Decomposition d, std::span<const uint8_t> bytes, const PlaneLayout& l,
+                                                  std::span<const uint8_t> scales, uint8_t base) {
+    std::array<uint8_t*, kMaxPlanes> planes{};
+    for (unsigned p = 0; p < l.count; ++p) planes[p] = t_scratch.plane(p, l.length[p]).data();
+    if (is_grouped(d))
+        split_grouped(d, bytes, scales, base, std::span(planes.data(), l.count));
+    else
+        split(d, bytes, std::span(planes.data(), l.count));
+    return planes;
+}
+
+}  // namespace
+
+uint64_t chunk_checksum(std::span<const uint8_t> bytes) { return xxh3(bytes.data(), bytes.size()); }
+
+TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset) {
+    return {t.shape, chunk_offset - t.begin, t.dtype, {}};
+}
+
+EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt,
+                          std::span<const uint8_t> scales, const TensorLayout& where) {
+    if (bytes.size() > std::numeric_limits<uint32_t>::max()) throw Error("chunk larger than 4 GiB");
+    if (is_grouped(d) && scales.size() * block_bytes(d) != bytes.size())
+        throw Error("a grouped FP4 chunk needs one scale per block");
+    if (d == Decomposition::fp4_mx_modelled && bytes.size() > kMaxModelledChunkBytes)
+        throw Error("a chunk over " + std::to_string(kMaxModelledChunkBytes) + " bytes cannot take the FP4 context model");
+    EncodedChunk out;
+    ChunkEntry& e = out.entry;
+    e.decomposition = d;
+    e.plane_count = static_cast<uint8_t>(plane_count(d));
+    e.original_length = static_cast<uint32_t>(bytes.size());
+    e.checksum = chunk_checksum(bytes);
+    if (is_grouped(d)) e.group_base = group_base(d, scales);
+
+    const PlaneLayout l = layout(d, bytes.size(), scales, e.group_base);
+    const auto planes = split_to_scratch(d, bytes, l, scales, e.group_base);
+    TensorLayout with_scales = where;
+    with_scales.scales = scales;
+    // At most the raw bytes plus a little per plane: no regrowth (and copy)
+    // of the payload as planes are appended.
+    out.payload.reserve(bytes.size() + 64 * l.count);
+    EncodeOptions plane_opt = opt;
+    for (unsigned p = 0; p < l.count; ++p) {
+        // The modelled FP4 decomposition exists for its one codec.
+        auto coded = d == Decomposition::fp4_mx_modelled
+                         ? EncodedPlane{Codec::fp4_model, encode_with(Codec::fp4_model, bytes, 0, with_scales)}
+                         : encode_plane({planes[p], l.length[p]}, plane_opt, d == Decomposition::stream ? &where : nullptr);
+        // A chunk's FP4 group planes hold the same kind of values (nibbles
+        // of blocks alike but for their scale): where the first had no use
+        // for zstd, the others are not sampled for it. (A thousand 4 KiB
+        // samples were a tenth of an MXFP4 file's pack time.)
+        if (is_grouped(d) && p == 0 && coded.codec != Codec::zstd) plane_opt.zstd = false;
+        e.codec[p] = coded.codec;
+        e.payload_length[p] = static_cast<uint32_t>(coded.payload.size());
+        out.payload.insert(out.payload.end(), coded.payload.begin(), coded.payload.end());
+    }
+    // The FP8 context model codes whole bytes, so at the levels that try it
+    // the whole-byte decomposition competes too: the plan chose between the
+    // decompositions by their order-0 bounds, which cannot see the model's gain.
+    if (where.dtype == DType::F8_E4M3 && d != Decomposition::stream && opt.level >= kContextModelLevel) {
+        EncodedChunk whole = encode_chunk(bytes, Decomposition::stream, opt, {}, where);
+        if (whole.payload.size() < out.payload.size()) return whole;
+    }
+    // Likewise MXFP4 blocks against the FP4 context model.
+    if (d == Decomposition::fp4_mx_grouped && opt.level >= kContextModelLevel && bytes.size() <= kMaxModelledChunkBytes) {
+        EncodedChunk modelled = encode_chunk(bytes, Decomposition::fp4_mx_modelled, opt, scales, where);
+        if (modelled.payload.size() < out.payload.size()) return modelled;
+    }
+    return out;
+}
+
+void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                          std::span<const uint8_t> scales, const TensorLayout& where) {
+    if (out.size() != e.original_length || payload.size() != e.stored_length())
+        throw CorruptData("chunk buffer sizes disagree with the index");
+    const Decomposition d = e.decomposition;
+    // StoreReader::open validates entries; this keeps a caller that did not
+    // from indexing past the plane tables.
+    if (!is_known(d) || e.plane_count != plane_count(d) || out.size() % element_bytes(d) != 0)
+        throw CorruptData("chunk entry does not fit its decomposition");
+    if (is_grouped(d) && scales.size() * block_bytes(d) != out.size())
+        throw CorruptData("the paired scales do not cover the chunk's blocks");
+    const PlaneLayout l = layout(d, out.size(), scales, e.group_base);
+    TensorLayout with_scales = where;
+    with_scales.scales = scales;
+    std::array<const uint8_t*, kMaxPlanes> planes{};
+    size_t at = 0;
+    for (unsigned p = 0; p < e.plane_count; ++p) {
+        const auto coded = payload.subspan(at, e.payload_length[p]);
+        at += e.payload_length[p];
+        const size_t n = l.length[p];
+        if (e.codec[p] == Codec::raw && coded.size() == n) {
+            planes[p] = coded.data();  // zero copy: merge reads the stored bytes
+            continue;
+        }
+        const auto buf = t_scratch.plane(p, n);
+        try {
+            decode_plane(e.codec[p], coded, buf, with_scales);
+        } catch (const CorruptData& err) {
+            throw CorruptData("plane " + std::to_string(p) + ": " + err.what());
+        }
+        planes[p] = buf.data();
+    }
+    if (is_grouped(d))
+        merge_grouped(d, std::span(planes.data(), e.plane_count), scales, e.group_base, out);
+    else
+        merge(d, std::span(planes.data(), e.plane_count), out);
+    if (chunk_checksum(out) != e.checksum) throw CorruptData("checksum mismatch: the decoded bytes are not the packed ones");
+}
+
+std::vector<std::vector<uint8_t>> chunk_planes(const ChunkEntry& e, std::span<const uint8_t> bytes,
+                                               std::span<const uint8_t> scales) {
+    const PlaneLayout l = layout(e.decomposition, bytes.size(), scales, e.group_base);
+    const auto planes = split_to_scratch(e.decomposition, bytes, l, scales, e.group_base);
+    std::vector<std::vector<uint8_t>> out(l.count);
+    for (unsigned p = 0; p < l.count; ++p) out[p].assign(planes[p], planes[p] + l.length[p]);
+    return out;
+}
+
+namespace {
+
+// choose_decomposition's order-0 sums, counted from histograms of the input
+// bytes (or words) where each plane byte is a function of them, instead of
+// splitting the sample four ways and counting each plane: plan_chunks ran
+// through every FP4 tensor five times that way. The sums are the ones the
+// split planes give, added in the same order. (Nibble splits never get
+// here beside whole bytes; alone they go through split_bits.)
+class PlaneBitCounter {
+public:
+    explicit PlaneBitCounter(std::span<const uint8_t> sample) : sample_(sample) {}
+
+    // Order-0 bits of the planes of `bytes` (a prefix of the sample) under
+    // `d`, summed over the planes in their order.
+    double bits(Decomposition d, std::span<const uint8_t> bytes, std::span<const uint8_t> scales, uint8_t base) {
+        switch (d) {
+            case Decomposition::stream:
+                if (bytes.size() == sample_.size()) return order0_bits(whole());
+                break;
+            case Decomposition::fp4_sign_magnitude:
+                if (bytes.size() == sample_.size()) return sign_bits(bytes) + magnitude_bits();
+                break;
+            case Decomposition::fp4_mx_grouped:
+            case Decomposition::fp4_nv_grouped: return grouped_bits(d, bytes, scales, base);
+            default: break;
+        }
+        return split_bits(d, bytes, scales, base);
+    }
+
+private:
+    const Histogram& whole() {
+        if (!whole_) {
+            whole_.emplace();
+            add_to_histogram(sample_, *whole_);
+        }
+        return *whole_;
+    }
+
+    // The sign plane packs the bits 3 and 7 of four bytes into one, byte k's
+    // at bits 2k and 2k + 1: gathered from a little-endian word by shifts.
+    static double sign_bits(std::span<const uint8_t> bytes) {
+        Histogram h{};
+        size_t j = 0;
+        for (; j + 4 <= bytes.size(); j += 4) {
+            uint32_t x = static_cast<uint32_t>(bytes[j]) | static_cast<uint32_t>(bytes[j + 1]) << 8 |
+                         static_cast<uint32_t>(bytes[j + 2]) << 16 | static_cast<uint32_t>(bytes[j + 3]) << 24;
+            x = (x >> 3) & 0x11111111u;         // byte k's bits 3, 7 at 8k, 8k + 4
+            x = (x | x >> 3) & 0x03030303u;     // ... at 8k, 8k + 1
+            x = (x | x >> 6) & 0x000F000Fu;     // bytes 0-1 at bits 0-3, 2-3 at 16-19
+            ++h[(x | x >> 12) & 0xFFu];
+        }
+        if (j < bytes.size()) {
+            uint32_t x = 0;
+            for (unsigned k = 0; j + k < bytes.size(); ++k)
+                x |= static_cast<uint32_t>((bytes[j + k] >> 3 & 1) | (bytes[j + k] >> 6 & 2)) << (2 * k);
+            ++h[x];
+        }
+        return order0_bits(h);
+    }
+
+    // The magnitude plane byte is a function of the input byte.
+    double magnitude_bits() {
+        Histogram h{};
+        const Histogram& w = whole();
+        for (unsigned v = 0; v < 256; ++v) h[(v & 7) | ((v >> 4 & 7) << 3)] += w[v];
+        return order0_bits(h);
+    }
+
+    // A group plane holds both nibbles of its blocks' bytes, one a byte.
+    double grouped_bits(Decomposition d, std::span<const uint8_t> bytes, std::span<const uint8_t> scales, uint8_t base) {
+        std::array<Histogram, kMaxPlanes> per_group{};
+        add_group_byte_histograms(d, bytes, scales, base, per_group);
+        if (!whole_ && bytes.data() == sample_.data()) {
+            // The same counts make the stream's histogram, with the tail the
+            // blocks leave.
+            whole_.emplace();
+            for (const Histogram& g : per_group)
+                for (unsigned v = 0; v < 256; ++v) (*whole_)[v] += g[v];
+            add_to_histogram(sample_.subspan(std::min(sample_.size(), scales.size() * block_bytes(d))), *whole_);
+        }
+        double bits = 0;
+        for (const Histogram& g : per_group) {
+            Histogram nibbles{};
+            for (unsigned v = 0; v < 256; ++v) nibbles[v & 15] += g[v], nibbles[v >> 4] += g[v];
+            bits += order0_bits(nibbles);
+        }
+        return bits;
+    }
+
+    static double split_bits(Decomposition d, std::span<const uint8_t> bytes, std::span<const uint8_t> scales, uint8_t base) {
+        const PlaneLayout l = layout(d, bytes.size(), scales, base);
+        const auto planes = split_to_scratch(d, bytes, l, scales, base);
+        double bits = 0;
+        for (unsigned p = 0; p < l.count; ++p) bits += order0_bits({planes[p], l.length[p]});
+        return bits;
+    }
+
+    std::span<const uint8_t> sample_;
+    std::optional<Histogram> whole_;
+};
+
+}  // namespace
+
+Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample,
+                                   std::span<const uint8_t> scales) {
+    if (candidates.size() == 1) return candidates.front();
+    // A byte's order-0 entropy is never above the sum of its two nibbles'
+    // (after any per-byte bit reorder), so beside the whole bytes a nibble
+    // split cannot win on this measure and is not counted.
+    const bool has_stream = std::find(candidates.begin(), candidates.end(), Decomposition::stream) != candidates.end();
+    auto is_nibble_split = [](Decomposition d) {
+        return d == Decomposition::nibble_split || d == Decomposition::f8e4m3_exponent ||
+               d == Decomposition::f8e5m2_exponent;
+    };
+    PlaneBitCounter counter(sample);
+    auto bits_of = [&](Decomposition d) {
+        if (has_stream && is_nibble_split(d)) return std::numeric_limits<double>::infinity();
+        size_t n = sample.size() - sample.size() % element_bytes(d);
+        std::span<const uint8_t> sc;
+        if (is_grouped(d)) {
+            n = std::min<size_t>(n / block_bytes(d), scales.size()) * block_bytes(d);
+            sc = scales.first(n / block_bytes(d));
+        }
+        const uint8_t base = is_grouped(d) ? group_base(d, sc) : 0;
+        return counter.bits(d, sample.first(n), sc, base) * static_cast<double>(sample.size()) /
+               static_cast<double>(std::max<size_t>(n, 1));
+    };
+    // Grouped candidates first: their per-group byte histograms add up to
+    // the stream's (and the FP4 magnitudes'), which then cost no pass of
+    // their own. The choice still goes through the candidates in order.
+    std::vector<double> bits(candidates.size());
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (is_grouped(candidates[k])) bits[k] = bits_of(candidates[k]);
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (!is_grouped(candidates[k])) bits[k] = bits_of(candidates[k]);
+    Decomposition best = candidates.front();
+    double best_bits = std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (bits[k] < best_bits) best_bits = bits[k], best = candidates[k];
+    return best;
+}
+
+}  // namespace ptwm

@@ -1,0 +1,228 @@
+#include "ptwm/store/store_reader.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ptwm/base/error.hpp"
+#include "ptwm/base/file_io.hpp"
+#include "ptwm/planes/fp4_groups.hpp"
+#include "ptwm/store/chunk_codec.hpp"
+
+namespace ptwm {
+namespace {
+
+thread_local std::vector<uint8_t> t_payload;  // a chunk's stored bytes, reused per thread
+thread_local std::vector<uint8_t> t_partial;  // a chunk decoded for a read that covers part of it
+thread_local std::vector<uint8_t> t_scales;   // the block scales a grouped chunk decodes with
+thread_local std::vector<uint8_t> t_scale_chunk;
+
+// Everything a chunk entry promises that can be checked without decoding.
+void validate_entry(const ChunkEntry& e, size_t i, uint64_t expected_offset, uint64_t data_end,
+                    const SafetensorsHeader& h, const std::string& what) {
+    const std::string where = what + ": index entry " + std::to_string(i) + ": ";
+    if (!is_known(e.decomposition))
+        throw Error(where + "unknown decomposition id " + std::to_string(static_cast<int>(e.decomposition)));
+    if (e.plane_count != plane_count(e.decomposition))
+        throw Error(where + std::to_string(e.plane_count) + " planes where " + std::string(name(e.decomposition)) + " has " +
+                    std::to_string(plane_count(e.decomposition)));
+    for (unsigned p = 0; p < kMaxPlanes; ++p) {
+        if (p < e.plane_count && !is_known(e.codec[p]))
+            throw Error(where + "plane " + std::to_string(p) + " has unknown codec id " + std::to_string(static_cast<int>(e.codec[p])));
+        if (p >= e.plane_count && e.payload_length[p] != 0) throw Error(where + "payload length set for an unused plane");
+        if (p < e.plane_count && is_context_model(e.codec[p]) && e.original_length > kMaxModelledChunkBytes)
+            throw Error(where + "plane " + std::to_string(p) + " uses " + std::string(name(e.codec[p])) + " on a chunk of " +
+                        std::to_string(e.original_length) + " bytes, over the " +
+                        std::to_string(kMaxModelledChunkBytes) + " a context model may code");
+    }
+    if (e.original_offset != expected_offset)
+        throw Error(where + "starts at original offset " + std::to_string(e.original_offset) + " where " +
+                    std::to_string(expected_offset) + " is expected (chunks must tile the data section)");
+    if (e.original_length == 0 || e.original_length > kMaxChunkBytes || e.original_length > data_end - e.original_offset)
+        throw Error(where + "length " + std::to_string(e.original_length) + " does not fit the data section");
+    if (e.original_length % element_bytes(e.decomposition) != 0)
+        throw Error(where + "length " + std::to_string(e.original_length) + " is not a whole number of elements");
+    if (e.tensor >= h.tensors.size() || e.original_offset < h.tensors[e.tensor].begin ||
+        e.original_offset + e.original_length > h.tensors[e.tensor].end)
+        throw Error(where + "lies outside its tensor");
+    if (is_grouped(e.decomposition)) {
+        const TensorInfo& t = h.tensors[e.tensor];
+        if (e.scale_tensor >= h.tensors.size() || e.scale_tensor == e.tensor ||
+            h.tensors[e.scale_tensor].size() * block_bytes(e.decomposition) != t.size() ||
+            (e.original_offset - t.begin) % block_bytes(e.decomposition) != 0)
+            throw Error(where + "its scale tensor " + std::to_string(e.scale_tensor) + " does not pair with tensor '" +
+                        t.name + "'");
+    } else if (e.scale_tensor != kNoTensor) {
+        throw Error(where + "names a scale tensor but its decomposition uses none");
+    }
+}
+
+}  // namespace
+
+std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
+    std::unique_ptr<StoreReader> r(new StoreReader());
+    r->path_ = path;
+    File f = File::open_read(path);
+    r->file_size_ = f.size();
+    if (r->file_size_ < kSuperblockBytes)
+        throw Error(path + ": not a ptwmfs store: " + std::to_string(r->file_size_) + " bytes, shorter than a superblock");
+    std::array<uint8_t, kSuperblockBytes> super;
+    f.read_exact(0, super);
+    r->sb_ = decode_superblock(super, path);
+    const Superblock& sb = r->sb_;
+
+    auto read_section = [&](const Section& section, const char* name) {
+        if (section.offset < kSuperblockBytes || section.offset > r->file_size_ ||
+            section.stored_length > r->file_size_ - section.offset)
+            throw Error(path + ": truncated or damaged: the " + name + " (" + std::to_string(section.stored_length) +
+                        " bytes at offset " + std::to_string(section.offset) + ") lies outside the store (" +
+                        std::to_string(r->file_size_) + " bytes)");
+        std::vector<uint8_t> stored(section.stored_length);
+        f.read_exact(section.offset, stored);
+        return decode_section(stored, section, path, name);
+    };
+    // Bounds before allocating what the superblock claims.
+    if (sb.prefix.length < 8 || sb.prefix.length > 8 + kMaxHeaderBytes || sb.prefix.length > sb.original_size)
+        throw Error(path + ": damaged: the safetensors header length " + std::to_string(sb.prefix.length) +
+                    " is out of bounds");
+    // Every chunk stores at least one byte, so there cannot be more chunks than store bytes.
+    if (sb.chunk_count > r->file_size_ || sb.index.length != sb.chunk_count * kChunkEntryBytes)
+        throw Error(path + ": damaged: the index claims " + std::to_string(sb.chunk_count) + " chunks in " +
+                    std::to_string(sb.index.length) + " bytes");
+    const std::vector<uint8_t> prefix = read_section(sb.prefix, "safetensors header");
+    r->header_ = parse_safetensors(prefix, sb.original_size, path + " (stored header)");
+    if (r->header_.prefix.size() != sb.prefix.length)
+        throw Error(path + ": damaged: the stored safetensors header is " + std::to_string(sb.prefix.length) +
+                    " bytes but its length field makes it " + std::to_string(r->header_.prefix.size()));
+    const std::vector<uint8_t> index = read_section(sb.index, "chunk index");
+
+    const uint64_t data_begin = sb.prefix.length, data_end = sb.original_size;
+    const uint64_t payload_begin = sb.prefix.offset + sb.prefix.stored_length;
+    uint64_t expected_offset = data_begin, stored_end = payload_begin;
+    r->chunks_.reserve(sb.chunk_count);
+    for (size_t i = 0; i < sb.chunk_count; ++i) {
+        const ChunkEntry e = decode_chunk_entry(
+            std::span<const uint8_t, kChunkEntryBytes>(index.data() + i * kChunkEntryBytes, kChunkEntryBytes));
+        validate_entry(e, i, expected_offset, data_end, r->header_, path);
+        if (e.stored_offset < stored_end || e.stored_offset > sb.index.offset ||
+            e.stored_length() > sb.index.offset - e.stored_offset)
+            throw Error(path + ": index entry " + std::to_string(i) + ": its payload (" + std::to_string(e.stored_length()) +
+                        " bytes at " + std::to_string(e.stored_offset) +
+                        ") overlaps another chunk or lies outside the chunk data");
+        expected_offset += e.original_length;
+        stored_end = e.stored_offset + e.stored_length();
+        r->chunks_.push_back(e);
+    }
+    // A grouped chunk's scales must decode on their own: no chains of pairs.
+    std::vector<bool> grouped_tensor(r->header_.tensors.size());
+    for (const auto& e : r->chunks_)
+        if (is_grouped(e.decomposition)) grouped_tensor[e.tensor] = true;
+    for (size_t i = 0; i < r->chunks_.size(); ++i)
+        if (is_grouped(r->chunks_[i].decomposition) && grouped_tensor[r->chunks_[i].scale_tensor])
+            throw Error(path + ": index entry " + std::to_string(i) + ": its scale tensor is itself grouped");
+    if (expected_offset != data_end)
+        throw Error(path + ": the chunks cover the data section up to " + std::to_string(expected_offset) + " of " +
+                    std::to_string(data_end) + " bytes");
+    r->file_.emplace(std::move(f));
+    return r;
+}
+
+StoreReader::~StoreReader() = default;
+
+size_t StoreReader::find_chunk(uint64_t offset) const {
+    auto it = std::upper_bound(chunks_.begin(), chunks_.end(), offset,
+                               [](uint64_t off, const ChunkEntry& e) { return off < e.original_offset; });
+    return static_cast<size_t>(it - chunks_.begin()) - 1;
+}
+
+bool StoreReader::chunk_is_raw(size_t i) const {
+    const ChunkEntry& e = chunks_[i];
+    return e.decomposition == Decomposition::stream && e.codec[0] == Codec::raw;
+}
+
+std::string StoreReader::describe_chunk(size_t i) const {
+    const ChunkEntry& e = chunks_[i];
+    std::string tensor = e.tensor < header_.tensors.size() ? header_.tensors[e.tensor].name : "?";
+    return path_ + ", chunk " + std::to_string(i) + " (tensor '" + tensor + "', original offset " +
+           std::to_string(e.original_offset) + ")";
+}
+
+void StoreReader::read_scales(size_t i, std::vector<uint8_t>& scales) const {
+    const ChunkEntry& e = chunks_[i];
+    const unsigned bb = block_bytes(e.decomposition);
+    const TensorInfo& t = header_.tensors[e.tensor];
+    const uint64_t begin = header_.tensors[e.scale_tensor].begin + (e.original_offset - t.begin) / bb;
+    scales.resize(e.original_length / bb);
+    // The scale tensor's chunks are never grouped (checked at open), so this
+    // does not recurse; it uses its own buffer, not t_partial, which a
+    // caller may be decoding into.
+    for (uint64_t at = begin; at < begin + scales.size();) {
+        const size_t j = find_chunk(at);
+        const ChunkEntry& s = chunks_[j];
+        t_scale_chunk.resize(s.original_length);
+        decode_chunk(j, t_scale_chunk);
+        const uint64_t n = std::min<uint64_t>(s.original_offset + s.original_length, begin + scales.size()) - at;
+        std::memcpy(scales.data() + (at - begin), t_scale_chunk.data() + (at - s.original_offset), n);
+        at += n;
+    }
+}
+
+TensorLayout StoreReader::chunk_layout(size_t i) const {
+    return tensor_layout(header_.tensors[chunks_[i].tensor], chunks_[i].original_offset);
+}
+
+std::vector<uint8_t> StoreReader::chunk_scales(size_t i) const {
+    std::vector<uint8_t> scales;
+    if (is_grouped(chunks_[i].decomposition)) read_scales(i, scales);
+    return scales;
+}
+
+void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out) const {
+    const ChunkEntry& e = chunks_[i];
+    // Scales first: fetching them decodes other chunks through t_payload.
+    if (is_grouped(e.decomposition)) read_scales(i, t_scales);
+    t_payload.resize(e.stored_length());
+    if (file_->read_up_to(e.stored_offset, t_payload) < t_payload.size())
+        throw CorruptData(describe_chunk(i) + ": the store is truncated");
+    try {
+        decode_chunk_payload(e, t_payload, out,
+                             is_grouped(e.decomposition) ? std::span<const uint8_t>(t_scales) : std::span<const uint8_t>(),
+                             chunk_layout(i));
+    } catch (const CorruptData& err) {
+        throw CorruptData(describe_chunk(i) + ": " + err.what());
+    }
+}
+
+void StoreReader::read(uint64_t offset, std::span<uint8_t> out) const {
+    if (offset > original_size() || out.size() > original_size() - offset)
+        throw Error(path_ + ": read of " + std::to_string(out.size()) + " bytes at " + std::to_string(offset) +
+                    " runs past the original size " + std::to_string(original_size()));
+    const uint64_t end = offset + out.size();
+    const uint64_t prefix_end = header_.prefix.size();
+    uint64_t at = offset;
+    if (at < prefix_end) {
+        const uint64_t n = std::min(end, prefix_end) - at;
+        std::memcpy(out.data(), header_.prefix.data() + at, n);
+        at += n;
+    }
+    while (at < end) {
+        const size_t i = find_chunk(at);
+        const ChunkEntry& e = chunks_[i];
+        const uint64_t chunk_end = e.original_offset + e.original_length;
+        const uint64_t n = std::min(end, chunk_end) - at;
+        uint8_t* dst = out.data() + (at - offset);
+        if (at == e.original_offset && n == e.original_length) {
+            decode_chunk(i, {dst, n});
+        } else {
+            t_partial.resize(e.original_length);
+            decode_chunk(i, t_partial);
+            std::memcpy(dst, t_partial.data() + (at - e.original_offset), n);
+        }
+        at += n;
+    }
+}
+
+}  // namespace ptwm

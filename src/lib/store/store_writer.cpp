@@ -1,0 +1,138 @@
+#include "ptwm/store/store_writer.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "ptwm/base/error.hpp"
+#include "ptwm/base/file_io.hpp"
+#include "ptwm/base/parallel.hpp"
+#include "ptwm/planes/fp4_groups.hpp"
+#include "ptwm/store/chunk_codec.hpp"
+#include "ptwm/store/safetensors.hpp"
+#include "ptwm/store/scale_pairs.hpp"
+#include "ptwm/store/store_format.hpp"
+
+namespace ptwm {
+namespace {
+
+// How much of a tensor the decomposition choice looks at. Order-0 statistics
+// settle long before: every corpus tensor gets the same decomposition from
+// 32 KiB as from 256 KiB (at 16 KiB one posenet FP8 tensor flips).
+constexpr size_t kChooseSampleBytes = 32u << 10;
+// Chunks encoded per batch and thread: enough to keep every thread busy
+// between the batch's single read and its in-order write.
+constexpr size_t kChunksPerThread = 4;
+
+// Packed FP4 tries these besides its dtype's own candidates once its scale
+// tensor is known: the seed's "chain selected per tensor".
+constexpr Decomposition kFp4Chains[] = {Decomposition::stream, Decomposition::nibble_split,
+                                        Decomposition::fp4_sign_magnitude};
+
+}  // namespace
+
+std::vector<uint8_t> planned_chunk_scales(const SafetensorsHeader& h, const PlannedChunk& c, const SourceReader& read) {
+    if (!is_grouped(c.decomposition)) return {};
+    const unsigned bb = block_bytes(c.decomposition);
+    std::vector<uint8_t> scales(c.length / bb);
+    read(h.tensors[c.scale_tensor].begin + (c.offset - h.tensors[c.tensor].begin) / bb, scales);
+    return scales;
+}
+
+std::vector<PlannedChunk> plan_chunks(const SafetensorsHeader& h, uint32_t chunk_bytes, const SourceReader& read) {
+    std::vector<PlannedChunk> plan;
+    std::vector<uint8_t> sample;
+    for (uint32_t t = 0; t < h.tensors.size(); ++t) {
+        const TensorInfo& info = h.tensors[t];
+        if (info.size() == 0) continue;
+        std::vector<Decomposition> candidates(dtype_info(info.dtype).candidates.begin(),
+                                              dtype_info(info.dtype).candidates.end());
+        const auto pair = find_scale_pair(h, t);
+        std::vector<uint8_t> scales;
+        if (pair) {
+            candidates.assign(std::begin(kFp4Chains), std::end(kFp4Chains));
+            candidates.push_back(pair->decomposition);
+            scales.resize(std::min<uint64_t>(info.size(), kChooseSampleBytes) / block_bytes(pair->decomposition));
+            read(h.tensors[pair->scale_tensor].begin, scales);
+        }
+        Decomposition d = candidates.front();
+        if (candidates.size() > 1) {
+            sample.resize(std::min<uint64_t>(info.size(), kChooseSampleBytes));
+            read(info.begin, sample);
+            d = choose_decomposition(candidates, sample, scales);
+        }
+        const uint32_t unit = element_bytes(d);
+        const uint32_t step = std::max(unit, chunk_bytes - chunk_bytes % unit);
+        for (uint64_t at = info.begin; at < info.end; at += step) {
+            const auto len = static_cast<uint32_t>(std::min<uint64_t>(step, info.end - at));
+            // A tensor whose size is not a multiple of the element width (not
+            // valid safetensors, but harmless) keeps its tail as a stream.
+            const Decomposition chunk_d = len % unit == 0 ? d : Decomposition::stream;
+            plan.push_back({at, len, t, chunk_d, is_grouped(chunk_d) ? pair->scale_tensor : kNoTensor});
+        }
+    }
+    return plan;
+}
+
+PackResult pack_file(const std::string& src, const std::string& dst, const PackOptions& opt) {
+    const SafetensorsHeader header = read_safetensors_header(src);
+    const File in = File::open_read(src);
+    const uint64_t original_size = in.size();
+    const SourceReader read = [&](uint64_t offset, std::span<uint8_t> out) { in.read_exact(offset, out); };
+    const std::vector<PlannedChunk> plan = plan_chunks(header, opt.chunk_bytes, read);
+    const unsigned threads = opt.threads ? opt.threads : default_threads();
+
+    AtomicOutput out(dst);
+    Superblock sb;
+    sb.original_size = original_size;
+    sb.prefix.offset = kSuperblockBytes;
+    out.write_at(sb.prefix.offset, encode_section(header.prefix, sb.prefix));
+    uint64_t stored_at = sb.prefix.offset + sb.prefix.stored_length;
+
+    std::vector<uint8_t> index(plan.size() * kChunkEntryBytes);
+    std::vector<uint8_t> input;
+    std::vector<EncodedChunk> encoded;
+    const size_t batch = threads * kChunksPerThread;
+    for (size_t first = 0; first < plan.size(); first += batch) {
+        const size_t count = std::min(batch, plan.size() - first);
+        // Chunks tile the data section, so a batch is one contiguous read.
+        const uint64_t begin = plan[first].offset;
+        const uint64_t end = plan[first + count - 1].offset + plan[first + count - 1].length;
+        input.resize(end - begin);
+        in.read_exact(begin, input);
+        encoded.assign(count, {});
+        parallel_for(count, threads, [&](size_t k) {
+            const PlannedChunk& c = plan[first + k];
+            try {
+                const auto scales = planned_chunk_scales(header, c, read);
+                encoded[k] = encode_chunk(std::span(input).subspan(c.offset - begin, c.length), c.decomposition,
+                                          opt.encode, scales, tensor_layout(header.tensors[c.tensor], c.offset));
+            } catch (const Error& e) {
+                throw Error(src + ": tensor '" + header.tensors[c.tensor].name + "' at offset " + std::to_string(c.offset) +
+                            ": " + e.what());
+            }
+        });
+        for (size_t k = 0; k < count; ++k) {
+            ChunkEntry& e = encoded[k].entry;
+            e.original_offset = plan[first + k].offset;
+            e.tensor = plan[first + k].tensor;
+            e.scale_tensor = plan[first + k].scale_tensor;
+            e.stored_offset = stored_at;
+            out.write_at(stored_at, encoded[k].payload);
+            stored_at += encoded[k].payload.size();
+            encode_chunk_entry(e, std::span<uint8_t, kChunkEntryBytes>(index.data() + (first + k) * kChunkEntryBytes,
+                                                                        kChunkEntryBytes));
+        }
+        if (opt.progress) opt.progress(end, original_size);
+    }
+
+    sb.chunk_count = plan.size();
+    sb.index.offset = stored_at;
+    out.write_at(sb.index.offset, encode_section(index, sb.index));
+    std::array<uint8_t, kSuperblockBytes> super{};
+    encode_superblock(sb, super);
+    out.write_at(0, super);
+    out.commit();
+    return {original_size, sb.index.offset + sb.index.stored_length, plan.size()};
+}
+
+}  // namespace ptwm

@@ -1,0 +1,139 @@
+#include "report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace bench {
+
+namespace {
+
+double safe_div(double a, double b) { return b > 0 && std::isfinite(a) && std::isfinite(b) ? a / b : NAN; }
+
+}  // namespace
+
+nlohmann::json to_json(const FileResult& r, const Options& opt) {
+    auto num = [](double v) -> nlohmann::json { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+    nlohmann::json j{
+        {"file", r.path},
+        {"dtype", r.dtype},
+        {"dtype_bytes", r.bounds.dtype_bytes},
+        {"size_bytes", r.size},
+        {"stored_bytes", r.stored},
+        {"ratio", r.ratio(static_cast<double>(r.stored))},
+        {"zstd3_ratio", r.ratio(static_cast<double>(r.zstd3))},
+        {"zstd19_ratio", r.ratio(static_cast<double>(r.zstd19))},
+        {"header_bytes", r.bounds.header_bytes},
+        {"plane_bound_ratio", r.ratio(r.bounds.plane_bound_bytes)},
+        {"has_f8", r.bounds.has_f8},
+        {"byte_bound_ratio", r.bounds.has_f8 ? num(r.ratio(r.bounds.byte_bound_bytes)) : nlohmann::json()},
+        {"gap_percent", r.gap_percent()},
+        {"gap_against", r.bounds.has_f8 ? "whole-byte order-0 bound (F8 tensors), per-plane for the rest" : "per-plane order-0 bound"},
+        {"threads_all", opt.threads},
+        {"in_memory_mbps",
+         {{"pack1", num(r.pack1.mbps(r.size))},
+          {"packN", num(r.packN.mbps(r.size))},
+          {"unpack1", num(r.unpack1.mbps(r.size))},
+          {"unpackN", num(r.unpackN.mbps(r.size))},
+          {"unpack1_payload_only", num(r.unpack1_payload.mbps(r.size))},
+          {"unpackN_payload_only", num(r.unpackN_payload.mbps(r.size))},
+          {"zstd3_compress", num(r.z3c.mbps(r.size))},
+          {"zstd3_decompress", num(r.z3d.mbps(r.size))}}},
+        {"in_memory_cpu_mbps",
+         {{"pack1", num(r.pack1.cpu_mbps(r.size))},
+          {"unpack1", num(r.unpack1.cpu_mbps(r.size))},
+          {"unpack1_payload_only", num(r.unpack1_payload.cpu_mbps(r.size))},
+          {"zstd3_compress", num(r.z3c.cpu_mbps(r.size))},
+          {"zstd3_decompress", num(r.z3d.cpu_mbps(r.size))}}},
+        {"decode_vs_zstd3", num(safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)))},
+        {"decode_payload_vs_zstd3", num(safe_div(r.unpack1_payload.mbps(r.size), r.z3d.mbps(r.size)))},
+        {"pack1_vs_zstd3", num(safe_div(r.pack1.mbps(r.size), r.z3c.mbps(r.size)))},
+    };
+    if (opt.cli)
+        j["cli_mbps"] = {{"pack_j1", num(r.cli_pack1.mbps(r.size))},   {"pack_jN", num(r.cli_packN.mbps(r.size))},
+                         {"unpack_j1", num(r.cli_unpack1.mbps(r.size))}, {"unpack_jN", num(r.cli_unpackN.mbps(r.size))},
+                         {"zstd3_T1", num(r.cli_z3c.mbps(r.size))},     {"zstd_d_T1", num(r.cli_z3d.mbps(r.size))},
+                         {"unpack_j1_vs_zstd_d", num(safe_div(r.cli_unpack1.mbps(r.size), r.cli_z3d.mbps(r.size)))},
+                         {"pack_j1_vs_zstd3", num(safe_div(r.cli_pack1.mbps(r.size), r.cli_z3c.mbps(r.size)))}};
+    if (opt.cli)
+        j["cli_cpu_mbps"] = {{"pack_j1", num(r.cli_pack1.cpu_mbps(r.size))},
+                             {"unpack_j1", num(r.cli_unpack1.cpu_mbps(r.size))},
+                             {"zstd3_T1", num(r.cli_z3c.cpu_mbps(r.size))},
+                             {"zstd_d_T1", num(r.cli_z3d.cpu_mbps(r.size))}};
+    return j;
+}
+
+void print_table(const std::vector<FileResult>& results, const Options& opt) {
+    std::printf("ratios: stored/original (lower is better); bound: order-0 per plane over each tensor + header;\n"
+                "bytebd: F8 files, whole-byte order-0 for F8 tensors; gap%% = ours vs bytebd (F8) or bound (others)\n"
+                "MB/s of original bytes; in memory best of %d, CLI best of %d; N = %u threads; level %d\n\n",
+                opt.reps, opt.cli_reps, opt.threads, opt.level);
+    std::printf("%-22s %-7s %6s | %6s %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s %5s",
+                "file", "dtype", "MiB", "ours", "zstd3", "zstd19", "bound", "bytebd", "gap%",
+                "pack1", "packN", "unp1", "unpN", "z3c", "z3d", "d/z3d");
+    if (opt.cli) std::printf(" | %6s %6s %6s %6s %6s %5s", "cPack1", "zs3T1", "cUnp1", "zsdT1", "cPackN", "u/zd");
+    std::printf("\n");
+    auto f = [](double v, int prec) {
+        char buf[32];
+        if (std::isfinite(v)) std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+        else std::snprintf(buf, sizeof buf, "-");
+        return std::string(buf);
+    };
+    for (const FileResult& r : results) {
+        const double mib = static_cast<double>(r.size) / (1 << 20);
+        std::printf("%-22.22s %-7.7s %6.2f | %6.4f %6.4f %6.4f %6.4f %6s %6s | %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f %5s",
+                    r.name.c_str(), r.dtype.c_str(), mib, r.ratio(static_cast<double>(r.stored)),
+                    r.ratio(static_cast<double>(r.zstd3)), r.ratio(static_cast<double>(r.zstd19)),
+                    r.ratio(r.bounds.plane_bound_bytes),
+                    r.bounds.has_f8 ? f(r.ratio(r.bounds.byte_bound_bytes), 4).c_str() : "-",
+                    f(r.gap_percent(), 2).c_str(), r.pack1.mbps(r.size), r.packN.mbps(r.size), r.unpack1.mbps(r.size),
+                    r.unpackN.mbps(r.size), r.z3c.mbps(r.size), r.z3d.mbps(r.size),
+                    f(safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)), 2).c_str());
+        if (opt.cli)
+            std::printf(" | %6s %6s %6s %6s %6s %5s", f(r.cli_pack1.mbps(r.size), 0).c_str(),
+                        f(r.cli_z3c.mbps(r.size), 0).c_str(), f(r.cli_unpack1.mbps(r.size), 0).c_str(),
+                        f(r.cli_z3d.mbps(r.size), 0).c_str(), f(r.cli_packN.mbps(r.size), 0).c_str(),
+                        f(safe_div(r.cli_unpack1.mbps(r.size), r.cli_z3d.mbps(r.size)), 2).c_str());
+        std::printf("\n");
+    }
+
+    // The project's targets, checked per file where they apply, on wall time;
+    // the CPU-time ratio beside it shows what is left when preemption by other
+    // users of the machine is taken out.
+    std::printf("\ntargets (judged on wall time; cpu = same ratio on user+sys CPU time):\n");
+    for (const FileResult& r : results) {
+        std::vector<std::string> notes;
+        auto check = [&](bool applies, bool met, const std::string& what) {
+            if (applies) notes.push_back(std::string(met ? "ok  " : "MISS") + " " + what);
+        };
+        const bool float_file = r.dtype == "BF16" || r.dtype == "F16" || r.dtype == "F32";
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "ratio <= 1%% above plane bound (gap %.2f%%)", r.gap_percent());
+        check(float_file && !r.bounds.has_f8, r.gap_percent() <= 1.0, buf);
+        std::snprintf(buf, sizeof buf, "ratio <= whole-byte bound (gap %.2f%%)", r.gap_percent());
+        check(r.bounds.has_f8, r.gap_percent() <= 0.0, buf);
+        // "In memory, no file I/O": the store's payloads already in memory,
+        // as libzstd's input is; the figure with a pread of each payload
+        // (decode_chunk, the daemon's path) is printed beside it.
+        const double dz = safe_div(r.unpack1_payload.mbps(r.size), r.z3d.mbps(r.size));
+        std::snprintf(buf, sizeof buf, "1-thread in-memory decode >= 1.6x zstd-3 (%.2fx, cpu %.2fx; with pread %.2fx)", dz,
+                      safe_div(r.unpack1_payload.cpu_mbps(r.size), r.z3d.cpu_mbps(r.size)),
+                      safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)));
+        check(r.dtype == "BF16", dz >= 1.6, buf);
+        if (opt.cli) {
+            const double uz = safe_div(r.cli_unpack1.mbps(r.size), r.cli_z3d.mbps(r.size));
+            std::snprintf(buf, sizeof buf, "CLI unpack -j1 >= 1.2x zstd -d -T1 (%.2fx, cpu %.2fx)", uz,
+                          safe_div(r.cli_unpack1.cpu_mbps(r.size), r.cli_z3d.cpu_mbps(r.size)));
+            check(true, uz >= 1.2, buf);
+            const double pz = safe_div(r.cli_pack1.mbps(r.size), r.cli_z3c.mbps(r.size));
+            std::snprintf(buf, sizeof buf, "CLI pack -j1 >= zstd -3 -T1 (%.2fx, cpu %.2fx; in memory %.2fx)", pz,
+                          safe_div(r.cli_pack1.cpu_mbps(r.size), r.cli_z3c.cpu_mbps(r.size)),
+                          safe_div(r.pack1.mbps(r.size), r.z3c.mbps(r.size)));
+            check(true, pz >= 1.0, buf);
+        }
+        for (size_t i = 0; i < notes.size(); ++i)
+            std::printf("  %-22.22s %s\n", i == 0 ? r.name.c_str() : "", notes[i].c_str());
+    }
+}
+
+}  // namespace bench

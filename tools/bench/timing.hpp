@@ -1,0 +1,71 @@
+// The timing harness of the benchmarks: best-of-N wall and CPU time of a
+// function on this thread, and of a command run as a child process. On a
+// shared, noisy machine noise only ever adds time, so the least disturbed
+// (fastest) repetition is the one kept.
+#pragma once
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+inline double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// CPU time of the calling thread: with one thread doing all the work it is
+// the wall time minus the time other users of the machine took the core.
+inline double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Keeps the minimum of repeated timings: on a shared machine noise only ever
+// adds time, so the fastest repetition is the closest to the true cost.
+// Single-threaded runs also keep the best CPU time (user + sys), which is
+// immune to preemption when the machine is overloaded (it still pays for
+// cache and memory-bandwidth contention).
+struct Best {
+    double seconds = kInf;
+    double cpu_seconds = kInf;
+    void add(double s, double cpu = kInf) {
+        seconds = std::min(seconds, s);
+        cpu_seconds = std::min(cpu_seconds, cpu);
+    }
+    bool valid() const { return std::isfinite(seconds) && seconds > 0; }
+    double mbps(uint64_t bytes) const { return valid() ? static_cast<double>(bytes) / 1e6 / seconds : NAN; }
+    double cpu_mbps(uint64_t bytes) const {
+        return std::isfinite(cpu_seconds) && cpu_seconds > 0 ? static_cast<double>(bytes) / 1e6 / cpu_seconds : NAN;
+    }
+};
+
+// Times fn() on this thread: wall and CPU seconds.
+template <typename Fn>
+void measure(Best& best, Fn&& fn) {
+    const double cpu0 = thread_cpu_seconds();
+    const auto start = Clock::now();
+    fn();
+    const double wall = seconds_since(start);
+    best.add(wall, thread_cpu_seconds() - cpu0);
+}
+
+struct CommandTime {
+    double wall = 0;
+    double cpu = 0;  // user + sys of the child
+};
+
+// Wall and CPU time of one run of argv (stdout to /dev/null, stderr kept so
+// failures show), or nullopt if it could not start or exited non-zero.
+std::optional<CommandTime> time_command(const std::vector<std::string>& argv);
+
+}  // namespace bench
