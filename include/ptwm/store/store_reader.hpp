@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ptwm/base/file_io.hpp"
+#include "ptwm/base/byte_source.hpp"
 #include "ptwm/store/safetensors.hpp"
 #include "ptwm/store/store_format.hpp"
 
@@ -21,6 +21,8 @@ public:
     // inside the file, chunks tiling the data section). Throws Error naming
     // the file and what is wrong.
     static std::unique_ptr<StoreReader> open(const std::string& path);
+    // The same over any byte source (a local file, an object store).
+    static std::unique_ptr<StoreReader> open(std::unique_ptr<ByteSource> source);
     ~StoreReader();
     StoreReader(const StoreReader&) = delete;
     StoreReader& operator=(const StoreReader&) = delete;
@@ -28,6 +30,7 @@ public:
     const std::string& path() const { return path_; }
     uint64_t original_size() const { return sb_.original_size; }
     uint64_t stored_size() const { return file_size_; }
+    const ByteSource& source() const { return *source_; }
     const Superblock& superblock() const { return sb_; }
     // The original file's header bytes: original bytes [0, prefix().size()).
     std::span<const uint8_t> prefix() const { return header_.prefix; }
@@ -62,7 +65,7 @@ private:
     // The block scales of grouped chunk i, decoded from its scale tensor.
     void read_scales(size_t i, std::vector<uint8_t>& scales) const;
     std::string path_;
-    std::optional<File> file_;
+    std::unique_ptr<ByteSource> source_;
     uint64_t file_size_ = 0;
     Superblock sb_;
     SafetensorsHeader header_;

@@ -63,9 +63,14 @@ void validate_entry(const ChunkEntry& e, size_t i, uint64_t expected_offset, uin
 }  // namespace
 
 std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
+    return open(LocalFileSource::open(path));
+}
+
+std::unique_ptr<StoreReader> StoreReader::open(std::unique_ptr<ByteSource> source) {
     std::unique_ptr<StoreReader> r(new StoreReader());
+    const ByteSource& f = *source;
+    const std::string& path = f.name();
     r->path_ = path;
-    File f = File::open_read(path);
     r->file_size_ = f.size();
     if (r->file_size_ < kSuperblockBytes)
         throw Error(path + ": not a ptwmfs store: " + std::to_string(r->file_size_) + " bytes, shorter than a superblock");
@@ -126,7 +131,7 @@ std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
     if (expected_offset != data_end)
         throw Error(path + ": the chunks cover the data section up to " + std::to_string(expected_offset) + " of " +
                     std::to_string(data_end) + " bytes");
-    r->file_.emplace(std::move(f));
+    r->source_ = std::move(source);
     return r;
 }
 
@@ -185,7 +190,7 @@ void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out) const {
     // Scales first: fetching them decodes other chunks through t_payload.
     if (is_grouped(e.decomposition)) read_scales(i, t_scales);
     t_payload.resize(e.stored_length());
-    if (file_->read_up_to(e.stored_offset, t_payload) < t_payload.size())
+    if (source_->read_up_to(e.stored_offset, t_payload) < t_payload.size())
         throw CorruptData(describe_chunk(i) + ": the store is truncated");
     try {
         decode_chunk_payload(e, t_payload, out,
