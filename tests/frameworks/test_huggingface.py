@@ -11,6 +11,7 @@ load_file, the cache scan with the original sizes.
 Runs under .venv's python (framework_env); skipped only when PyPI could not
 be reached when tools/install-deps.sh ran.
 """
+import json
 import os
 import subprocess
 import sys
@@ -48,7 +49,6 @@ def tree(root):
 def probe(out, **hf_env):
     """Run hf_probe.py in a fresh process with only the given HF_* variables
     (and offline); returns its report."""
-    import json
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_", "HUGGINGFACE_"))}
     env.update(hf_env, HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", PYTHONDONTWRITEBYTECODE="1")
     result = subprocess.run([framework_env.PYTHON, PROBE, out], env=env, stdin=subprocess.DEVNULL,

@@ -51,7 +51,11 @@ struct FileResult {
     // ZipNN per tensor, one thread, in memory, best of --reps (zipnn_peer.py).
     bool zipnn = false;  // measured on this file
     uint64_t zipnn_stored = 0;
+    uint64_t zipnn_coded = 0;  // bytes of the tensors ZipNN compressed (it leaves integer ones raw)
     Best zipnn_c, zipnn_d;
+    // ZipNN's MB/s say something only where it codes most of the file (not
+    // for packed FP4, which it does not code: it would "decode" at memcpy speed).
+    bool zipnn_speed_meaningful() const { return zipnn && zipnn_coded * 2 >= size; }
 
     double ratio(double bytes) const { return bytes / static_cast<double>(size); }
     double target_bound() const { return bounds.has_f8 ? bounds.byte_bound_bytes : bounds.plane_bound_bytes; }

@@ -226,7 +226,9 @@ FileResult bench_file(const std::string& path, const Options& opt, ZipnnPeer* zi
         r.zipnn_d.clear();
     };
     if (zipnn && zipnn->running()) try {
-        r.zipnn_stored = zipnn->open(path).stored;
+        const ZipnnOpen z = zipnn->open(path);
+        r.zipnn_stored = z.stored;
+        r.zipnn_coded = z.coded;
         r.zipnn = true;
     } catch (const std::exception& e) {
         zipnn_failed(e);

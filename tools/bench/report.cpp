@@ -24,6 +24,7 @@ nlohmann::json to_json(const FileResult& r, const Options& opt) {
         {"zstd3_ratio", r.ratio(static_cast<double>(r.zstd3))},
         {"zstd19_ratio", r.ratio(static_cast<double>(r.zstd19))},
         {"zipnn_ratio", r.zipnn ? num(r.ratio(static_cast<double>(r.zipnn_stored))) : nlohmann::json()},
+        {"zipnn_coded_fraction", r.zipnn ? num(r.ratio(static_cast<double>(r.zipnn_coded))) : nlohmann::json()},
         {"header_bytes", r.bounds.header_bytes},
         {"plane_bound_ratio", r.ratio(r.bounds.plane_bound_bytes)},
         {"has_f8", r.bounds.has_f8},
@@ -103,6 +104,7 @@ void print_table(const std::vector<FileResult>& results, const Options& opt) {
     };
     for (const FileResult& r : results) {
         const double mib = static_cast<double>(r.size) / (1 << 20);
+        auto zn = [&](double v) { return r.zipnn_speed_meaningful() ? v : NAN; };
         std::printf("%-22.22s %-7.7s %6.2f | %6.4f %6.4f %6.4f %6s %6.4f %6s %6s | %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f %5s %6s %6s %5s",
                     r.name.c_str(), r.dtype.c_str(), mib, r.ratio(static_cast<double>(r.stored)),
                     r.ratio(static_cast<double>(r.zstd3)), r.ratio(static_cast<double>(r.zstd19)),
@@ -112,8 +114,8 @@ void print_table(const std::vector<FileResult>& results, const Options& opt) {
                     f(r.gap_percent(), 2).c_str(), r.pack1.mbps(r.size), r.packN.mbps(r.size), r.unpack1.mbps(r.size),
                     r.unpackN.mbps(r.size), r.z3c.mbps(r.size), r.z3d.mbps(r.size),
                     f(safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)), 2).c_str(),
-                    f(r.zipnn_c.mbps(r.size), 0).c_str(), f(r.zipnn_d.mbps(r.size), 0).c_str(),
-                    f(safe_div(r.unpack1.mbps(r.size), r.zipnn_d.mbps(r.size)), 2).c_str());
+                    f(zn(r.zipnn_c.mbps(r.size)), 0).c_str(), f(zn(r.zipnn_d.mbps(r.size)), 0).c_str(),
+                    f(zn(safe_div(r.unpack1.mbps(r.size), r.zipnn_d.mbps(r.size))), 2).c_str());
         if (opt.cli)
             std::printf(" | %6s %6s %6s %6s %6s %5s", f(r.cli_pack1.mbps(r.size), 0).c_str(),
                         f(r.cli_z3c.mbps(r.size), 0).c_str(), f(r.cli_unpack1.mbps(r.size), 0).c_str(),
@@ -133,10 +135,18 @@ void print_table(const std::vector<FileResult>& results, const Options& opt) {
         std::snprintf(buf, sizeof buf, "%.0f [%.0f-%.0f]", b.median_mbps(bytes), b.slowest_mbps(bytes), b.mbps(bytes));
         return std::string(buf);
     };
-    for (const FileResult& r : results)
+    for (const FileResult& r : results) {
+        const Best none;
         std::printf("%-22.22s %-7.7s | %-19s %-19s %-19s | %-19s %-19s %-19s\n", r.name.c_str(), r.dtype.c_str(),
-                    spread(r.unpack1, r.size).c_str(), spread(r.z3d, r.size).c_str(), spread(r.zipnn_d, r.size).c_str(),
-                    spread(r.pack1, r.size).c_str(), spread(r.z3c, r.size).c_str(), spread(r.zipnn_c, r.size).c_str());
+                    spread(r.unpack1, r.size).c_str(), spread(r.z3d, r.size).c_str(),
+                    spread(r.zipnn_speed_meaningful() ? r.zipnn_d : none, r.size).c_str(), spread(r.pack1, r.size).c_str(),
+                    spread(r.z3c, r.size).c_str(), spread(r.zipnn_speed_meaningful() ? r.zipnn_c : none, r.size).c_str());
+    }
+    bool uncoded = false;
+    for (const FileResult& r : results) uncoded |= r.zipnn && !r.zipnn_speed_meaningful();
+    if (uncoded)
+        std::printf("ZipNN's speeds are '-' where it codes less than half of the file (packed FP4 is integer to it,\n"
+                    "kept raw): its ratio there counts those tensors raw\n");
 
     // The project's targets, checked per file where they apply, on wall time;
     // the CPU-time ratio beside it shows what is left when preemption by other

@@ -81,7 +81,8 @@ nlohmann::json ZipnnPeer::call(const std::string& line) {
 ZipnnOpen ZipnnPeer::open(const std::string& path) {
     if (path.find('\n') != std::string::npos) throw std::runtime_error("a path with a newline");
     const nlohmann::json j = call("open " + path);
-    return {j.at("stored").get<uint64_t>(), j.at("tensors").get<int>(), j.at("compressed_tensors").get<int>()};
+    return {j.at("stored").get<uint64_t>(), j.at("compressed_bytes").get<uint64_t>(), j.at("tensors").get<int>(),
+            j.at("compressed_tensors").get<int>()};
 }
 
 ZipnnRound ZipnnPeer::round() {

@@ -18,6 +18,7 @@ namespace bench {
 
 struct ZipnnOpen {
     uint64_t stored = 0;  // header + raw tensors + ZipNN's buffers
+    uint64_t coded = 0;   // original bytes of the tensors ZipNN compressed
     int tensors = 0, compressed_tensors = 0;
 };
 
