@@ -75,6 +75,58 @@ class ToolTest(unittest.TestCase):
         self.assertEqual(os.readlink(back / "sub" / "link.safetensors"), "../model.safetensors")
         self.assertEqual(run("verify", packed, "--against", src).returncode, 0)
 
+    def test_hub_cache_keeps_refs_no_exist_blob_names_and_links(self):
+        # A Hugging Face cache as huggingface_hub writes it: blobs named by
+        # ETag (no extension), snapshots of relative links (one a level
+        # deeper), refs, empty .no_exist markers and .locks, a version.txt.
+        hub = self.tmp / "hf_home" / "hub"
+        repo = hub / "models--org--name"
+        weights = safetensors([("w", "BF16", [4096], bytes((i * 31) % 256 for i in range(8192)))], {"format": "pt"})
+        blobs = {"model.safetensors": hashlib.sha256(weights).hexdigest(),
+                 "config.json": "5" * 40, "1_Pooling/config.json": "a" * 40}
+        contents = {"model.safetensors": weights, "config.json": b'{"a": 1}', "1_Pooling/config.json": b"{}"}
+        rev = "0123456789abcdef0123456789abcdef01234567"
+        (repo / "blobs").mkdir(parents=True)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(rev)
+        for name, blob in blobs.items():
+            (repo / "blobs" / blob).write_bytes(contents[name])
+            link = repo / "snapshots" / rev / name
+            link.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.path.relpath(repo / "blobs" / blob, link.parent), link)
+        (repo / ".no_exist" / rev).mkdir(parents=True)
+        (repo / ".no_exist" / rev / "added_tokens.json").write_bytes(b"")
+        (hub / ".locks" / "models--org--name").mkdir(parents=True)
+        (hub / ".locks" / "models--org--name" / (blobs["model.safetensors"] + ".lock")).write_bytes(b"")
+        (hub / "version.txt").write_text("1")
+
+        packed = self.tmp / "packed"
+        run("pack", self.tmp / "hf_home", packed)
+        prepo = packed / "hub" / "models--org--name"
+        sha = blobs["model.safetensors"]
+        self.assertTrue((prepo / "blobs" / (sha + ".ptwm")).is_file(), "the safetensors blob is found by content")
+        self.assertFalse((prepo / "blobs" / sha).exists())
+        self.assertEqual((prepo / "blobs" / ("5" * 40)).read_bytes(), b'{"a": 1}')
+        self.assertEqual((prepo / "refs" / "main").read_text(), rev)
+        self.assertEqual((prepo / ".no_exist" / rev / "added_tokens.json").read_bytes(), b"")
+        self.assertEqual((packed / "hub" / ".locks" / "models--org--name" / (sha + ".lock")).read_bytes(), b"")
+        self.assertEqual((packed / "hub" / "version.txt").read_text(), "1")
+        self.assertEqual(os.readlink(prepo / "snapshots" / rev / "model.safetensors"), "../../blobs/" + sha)
+        self.assertEqual(os.readlink(prepo / "snapshots" / rev / "1_Pooling" / "config.json"),
+                         "../../../blobs/" + "a" * 40)
+
+        run("unpack", packed, self.tmp / "back")
+        def listing(root):  # noqa: E306
+            out = {}
+            for dirpath, dirnames, filenames in os.walk(root):
+                for name in dirnames + filenames:
+                    p = Path(dirpath) / name
+                    out[str(p.relative_to(root))] = (os.readlink(p) if p.is_symlink() else
+                                                     "dir" if p.is_dir() else sha256(p))
+            return out
+        self.assertEqual(listing(self.tmp / "back"), listing(self.tmp / "hf_home"))
+        self.assertEqual(run("verify", packed, "--against", self.tmp / "hf_home").returncode, 0)
+
     def test_single_file_into_a_directory_and_back(self):
         src = self.model_dir() / "model.safetensors"
         (self.tmp / "d").mkdir()

@@ -24,6 +24,9 @@ struct Options {
     std::string tmp = "/dev/shm";
     bool cli = true;
     bool json = false;
+    bool zipnn = true;
+    std::string zipnn_python = std::string(PTWM_SOURCE_ROOT) + "/.venv/bin/python";
+    std::string zipnn_script = std::string(PTWM_SOURCE_ROOT) + "/tools/bench/zipnn_peer.py";
 };
 
 // The order-0 bounds a file's ratio is judged against (compute_bounds).
@@ -45,6 +48,14 @@ struct FileResult {
     // Command line, best of --cli-reps.
     Best cli_pack1, cli_packN, cli_unpack1, cli_unpackN, cli_z3c, cli_z3d;
     bool cli_failed = false;
+    // ZipNN per tensor, one thread, in memory, best of --reps (zipnn_peer.py).
+    bool zipnn = false;  // measured on this file
+    uint64_t zipnn_stored = 0;
+    uint64_t zipnn_coded = 0;  // bytes of the tensors ZipNN compressed (it leaves integer ones raw)
+    Best zipnn_c, zipnn_d;
+    // ZipNN's MB/s say something only where it codes most of the file (not
+    // for packed FP4, which it does not code: it would "decode" at memcpy speed).
+    bool zipnn_speed_meaningful() const { return zipnn && zipnn_coded * 2 >= size; }
 
     double ratio(double bytes) const { return bytes / static_cast<double>(size); }
     double target_bound() const { return bounds.has_f8 ? bounds.byte_bound_bytes : bounds.plane_bound_bytes; }

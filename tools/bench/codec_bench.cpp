@@ -1,11 +1,12 @@
-// codec_bench: ptwmfs against zstd on real safetensors files, side by side.
+// codec_bench: ptwmfs against zstd and ZipNN on real safetensors files, side by side.
 //
 // For each file it measures, in ONE process and interleaved repetition by
 // repetition (the machine is shared and noisy: peers must see the same noise,
 // and the best of several repetitions is the least disturbed one):
 //   - compression ratios: ours (pack_file at --level), zstd -3 and -19 of
 //     the whole file (libzstd in process; the zstd 1.5.4 CLI gives the same
-//     sizes plus a few bytes of frame header);
+//     sizes plus a few bytes of frame header), ZipNN per tensor (a child
+//     process under .venv's python: zipnn_peer.py);
 //   - the order-0 bounds our ratio is judged against (see compute_bounds);
 //   - coding throughput in memory (no file I/O), 1 thread and all cores;
 //   - end-to-end command-line throughput of ptwmfs-tool against the zstd CLI.
@@ -34,6 +35,7 @@
 #include "ptwm/store/store_writer.hpp"
 #include "report.hpp"
 #include "timing.hpp"
+#include "zipnn_peer.hpp"
 #include "zstd_peer.hpp"
 
 namespace fs = std::filesystem;
@@ -44,8 +46,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: codec_bench [OPTIONS] [FILE|DIR ...]\n"
     "\n"
-    "Compare ptwmfs with zstd on .safetensors files (default: the shared corpus,\n"
-    "SOURCE_ROOT/../shared/corpus): ratios, order-0 bounds, in-memory and\n"
+    "Compare ptwmfs with zstd and ZipNN on .safetensors files (default: the shared\n"
+    "corpus, SOURCE_ROOT/../shared/corpus): ratios, order-0 bounds, in-memory and\n"
     "command-line throughput, all measured interleaved in one run.\n"
     "\n"
     "options:\n"
@@ -58,6 +60,9 @@ constexpr const char* kUsage =
     "  --zstd PATH    zstd CLI binary (default: zstd from PATH)\n"
     "  --no-cli       skip the command-line timings\n"
     "  --tmp DIR      scratch directory for stores and outputs (default /dev/shm)\n"
+    "  --zipnn-python PATH  python with zipnn installed (default SOURCE_ROOT/.venv/bin/python,\n"
+    "                 made by tools/install-deps.sh); ZipNN's columns are '-' without it\n"
+    "  --no-zipnn     skip ZipNN\n"
     "  --json         one JSON document on stdout instead of the table\n";
 
 std::vector<uint8_t> read_whole(const std::string& path) {
@@ -183,7 +188,7 @@ std::string main_dtype(const Bounds& b) {
     return best;
 }
 
-FileResult bench_file(const std::string& path, const Options& opt) {
+FileResult bench_file(const std::string& path, const Options& opt, ZipnnPeer* zipnn) {
     FileResult r;
     r.path = path;
     r.name = fs::path(path).filename().string();
@@ -213,6 +218,22 @@ FileResult bench_file(const std::string& path, const Options& opt) {
     r.zstd19 = zstd.compress(original, zbuf, 19);
     r.zstd3 = zstd.compress(original, z3, 3);
 
+    // ZipNN compresses the file once and checks its own round trip first.
+    auto zipnn_failed = [&](const std::exception& e) {
+        std::fprintf(stderr, "codec_bench: %s: ZipNN: %s\n", path.c_str(), e.what());
+        r.zipnn = false;
+        r.zipnn_c.clear();
+        r.zipnn_d.clear();
+    };
+    if (zipnn && zipnn->running()) try {
+        const ZipnnOpen z = zipnn->open(path);
+        r.zipnn_stored = z.stored;
+        r.zipnn_coded = z.coded;
+        r.zipnn = true;
+    } catch (const std::exception& e) {
+        zipnn_failed(e);
+    }
+
     // Round-trip check before any timing: a fast wrong decoder is no result.
     std::vector<uint8_t> decoded(r.size);
     time_decode_store(*store, decoded, 1);
@@ -241,6 +262,13 @@ FileResult bench_file(const std::string& path, const Options& opt) {
             r.unpackN_payload.add(time_decode_payload(*store, store_bytes, scales, decoded, n));
             measure(r.z3c, [&] { zstd.compress(original, zbuf, 3); });
             measure(r.z3d, [&] { zstd.decompress(z3, decoded); });
+            if (r.zipnn) try {
+                const ZipnnRound z = zipnn->round();
+                r.zipnn_c.add(z.compress_s, z.compress_cpu_s);
+                r.zipnn_d.add(z.decompress_s, z.decompress_cpu_s);
+            } catch (const std::exception& e) {
+                zipnn_failed(e);
+            }
         }
         if (opt.cli && !r.cli_failed && round < opt.cli_reps) {
             auto run = [&](Best& best, const std::vector<std::string>& args) {
@@ -298,6 +326,8 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--tmp") opt.tmp = value();
         else if (a == "--no-cli") opt.cli = false;
         else if (a == "--json") opt.json = true;
+        else if (a == "--zipnn-python") opt.zipnn_python = value();
+        else if (a == "--no-zipnn") opt.zipnn = false;
         else if (a.size() > 1 && a[0] == '-') throw std::invalid_argument("unknown option " + a);
         else opt.inputs.push_back(a);
     }
@@ -354,13 +384,20 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "codec_bench: no .safetensors files found\n");
         return 2;
     }
+    // ZipNN runs in a child process for the whole run; without it its
+    // columns are '-' and one line says why.
+    ZipnnPeer zipnn;
+    if (opt.zipnn) {
+        if (const auto why = zipnn.start(opt.zipnn_python, opt.zipnn_script))
+            std::fprintf(stderr, "codec_bench: ZipNN columns '-': %s\n", why->c_str());
+    }
     std::vector<FileResult> results;
     nlohmann::json doc = nlohmann::json::array();
     int failures = 0;
     for (const auto& file : files) {
         try {
             if (!opt.json) std::fprintf(stderr, "codec_bench: %s ...\n", file.c_str());
-            results.push_back(bench_file(file, opt));
+            results.push_back(bench_file(file, opt, &zipnn));
             doc.push_back(to_json(results.back(), opt));
         } catch (const std::exception& e) {
             std::fprintf(stderr, "codec_bench: %s: %s\n", file.c_str(), e.what());

@@ -23,6 +23,8 @@ nlohmann::json to_json(const FileResult& r, const Options& opt) {
         {"ratio", r.ratio(static_cast<double>(r.stored))},
         {"zstd3_ratio", r.ratio(static_cast<double>(r.zstd3))},
         {"zstd19_ratio", r.ratio(static_cast<double>(r.zstd19))},
+        {"zipnn_ratio", r.zipnn ? num(r.ratio(static_cast<double>(r.zipnn_stored))) : nlohmann::json()},
+        {"zipnn_coded_fraction", r.zipnn ? num(r.ratio(static_cast<double>(r.zipnn_coded))) : nlohmann::json()},
         {"header_bytes", r.bounds.header_bytes},
         {"plane_bound_ratio", r.ratio(r.bounds.plane_bound_bytes)},
         {"has_f8", r.bounds.has_f8},
@@ -38,13 +40,34 @@ nlohmann::json to_json(const FileResult& r, const Options& opt) {
           {"unpack1_payload_only", num(r.unpack1_payload.mbps(r.size))},
           {"unpackN_payload_only", num(r.unpackN_payload.mbps(r.size))},
           {"zstd3_compress", num(r.z3c.mbps(r.size))},
-          {"zstd3_decompress", num(r.z3d.mbps(r.size))}}},
+          {"zstd3_decompress", num(r.z3d.mbps(r.size))},
+          {"zipnn_compress", num(r.zipnn_c.mbps(r.size))},
+          {"zipnn_decompress", num(r.zipnn_d.mbps(r.size))}}},
+        {"in_memory_median_mbps",
+         {{"pack1", num(r.pack1.median_mbps(r.size))},
+          {"unpack1", num(r.unpack1.median_mbps(r.size))},
+          {"unpack1_payload_only", num(r.unpack1_payload.median_mbps(r.size))},
+          {"zstd3_compress", num(r.z3c.median_mbps(r.size))},
+          {"zstd3_decompress", num(r.z3d.median_mbps(r.size))},
+          {"zipnn_compress", num(r.zipnn_c.median_mbps(r.size))},
+          {"zipnn_decompress", num(r.zipnn_d.median_mbps(r.size))}}},
+        {"in_memory_slowest_mbps",
+         {{"pack1", num(r.pack1.slowest_mbps(r.size))},
+          {"unpack1", num(r.unpack1.slowest_mbps(r.size))},
+          {"unpack1_payload_only", num(r.unpack1_payload.slowest_mbps(r.size))},
+          {"zstd3_compress", num(r.z3c.slowest_mbps(r.size))},
+          {"zstd3_decompress", num(r.z3d.slowest_mbps(r.size))},
+          {"zipnn_compress", num(r.zipnn_c.slowest_mbps(r.size))},
+          {"zipnn_decompress", num(r.zipnn_d.slowest_mbps(r.size))}}},
         {"in_memory_cpu_mbps",
          {{"pack1", num(r.pack1.cpu_mbps(r.size))},
           {"unpack1", num(r.unpack1.cpu_mbps(r.size))},
           {"unpack1_payload_only", num(r.unpack1_payload.cpu_mbps(r.size))},
           {"zstd3_compress", num(r.z3c.cpu_mbps(r.size))},
-          {"zstd3_decompress", num(r.z3d.cpu_mbps(r.size))}}},
+          {"zstd3_decompress", num(r.z3d.cpu_mbps(r.size))},
+          {"zipnn_compress", num(r.zipnn_c.cpu_mbps(r.size))},
+          {"zipnn_decompress", num(r.zipnn_d.cpu_mbps(r.size))}}},
+        {"decode_vs_zipnn", num(safe_div(r.unpack1.mbps(r.size), r.zipnn_d.mbps(r.size)))},
         {"decode_vs_zstd3", num(safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)))},
         {"decode_payload_vs_zstd3", num(safe_div(r.unpack1_payload.mbps(r.size), r.z3d.mbps(r.size)))},
         {"pack1_vs_zstd3", num(safe_div(r.pack1.mbps(r.size), r.z3c.mbps(r.size)))},
@@ -68,9 +91,9 @@ void print_table(const std::vector<FileResult>& results, const Options& opt) {
                 "bytebd: F8 files, whole-byte order-0 for F8 tensors; gap%% = ours vs bytebd (F8) or bound (others)\n"
                 "MB/s of original bytes; in memory best of %d, CLI best of %d; N = %u threads; level %d\n\n",
                 opt.reps, opt.cli_reps, opt.threads, opt.level);
-    std::printf("%-22s %-7s %6s | %6s %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s %5s",
-                "file", "dtype", "MiB", "ours", "zstd3", "zstd19", "bound", "bytebd", "gap%",
-                "pack1", "packN", "unp1", "unpN", "z3c", "z3d", "d/z3d");
+    std::printf("%-22s %-7s %6s | %6s %6s %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s %5s %6s %6s %5s",
+                "file", "dtype", "MiB", "ours", "zstd3", "zstd19", "zipnn", "bound", "bytebd", "gap%",
+                "pack1", "packN", "unp1", "unpN", "z3c", "z3d", "d/z3d", "znc", "znd", "d/znd");
     if (opt.cli) std::printf(" | %6s %6s %6s %6s %6s %5s", "cPack1", "zs3T1", "cUnp1", "zsdT1", "cPackN", "u/zd");
     std::printf("\n");
     auto f = [](double v, int prec) {
@@ -81,14 +104,18 @@ void print_table(const std::vector<FileResult>& results, const Options& opt) {
     };
     for (const FileResult& r : results) {
         const double mib = static_cast<double>(r.size) / (1 << 20);
-        std::printf("%-22.22s %-7.7s %6.2f | %6.4f %6.4f %6.4f %6.4f %6s %6s | %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f %5s",
+        auto zn = [&](double v) { return r.zipnn_speed_meaningful() ? v : NAN; };
+        std::printf("%-22.22s %-7.7s %6.2f | %6.4f %6.4f %6.4f %6s %6.4f %6s %6s | %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f %5s %6s %6s %5s",
                     r.name.c_str(), r.dtype.c_str(), mib, r.ratio(static_cast<double>(r.stored)),
                     r.ratio(static_cast<double>(r.zstd3)), r.ratio(static_cast<double>(r.zstd19)),
+                    r.zipnn ? f(r.ratio(static_cast<double>(r.zipnn_stored)), 4).c_str() : "-",
                     r.ratio(r.bounds.plane_bound_bytes),
                     r.bounds.has_f8 ? f(r.ratio(r.bounds.byte_bound_bytes), 4).c_str() : "-",
                     f(r.gap_percent(), 2).c_str(), r.pack1.mbps(r.size), r.packN.mbps(r.size), r.unpack1.mbps(r.size),
                     r.unpackN.mbps(r.size), r.z3c.mbps(r.size), r.z3d.mbps(r.size),
-                    f(safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)), 2).c_str());
+                    f(safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)), 2).c_str(),
+                    f(zn(r.zipnn_c.mbps(r.size)), 0).c_str(), f(zn(r.zipnn_d.mbps(r.size)), 0).c_str(),
+                    f(zn(safe_div(r.unpack1.mbps(r.size), r.zipnn_d.mbps(r.size))), 2).c_str());
         if (opt.cli)
             std::printf(" | %6s %6s %6s %6s %6s %5s", f(r.cli_pack1.mbps(r.size), 0).c_str(),
                         f(r.cli_z3c.mbps(r.size), 0).c_str(), f(r.cli_unpack1.mbps(r.size), 0).c_str(),
@@ -96,6 +123,30 @@ void print_table(const std::vector<FileResult>& results, const Options& opt) {
                         f(safe_div(r.cli_unpack1.mbps(r.size), r.cli_z3d.mbps(r.size)), 2).c_str());
         std::printf("\n");
     }
+
+    // The same one-thread in-memory figures as medians with their range: the
+    // spread says how much the machine's noise moved them.
+    std::printf("\none thread, in memory, MB/s: median [slowest-fastest] of %d rounds\n", opt.reps);
+    std::printf("%-22s %-7s | %-19s %-19s %-19s | %-19s %-19s %-19s\n", "file", "dtype", "ours decode",
+                "zstd-3 decode", "ZipNN decode", "ours encode", "zstd-3 encode", "ZipNN encode");
+    auto spread = [&](const Best& b, uint64_t bytes) {
+        char buf[48];
+        if (!b.valid()) return std::string("-");
+        std::snprintf(buf, sizeof buf, "%.0f [%.0f-%.0f]", b.median_mbps(bytes), b.slowest_mbps(bytes), b.mbps(bytes));
+        return std::string(buf);
+    };
+    for (const FileResult& r : results) {
+        const Best none;
+        std::printf("%-22.22s %-7.7s | %-19s %-19s %-19s | %-19s %-19s %-19s\n", r.name.c_str(), r.dtype.c_str(),
+                    spread(r.unpack1, r.size).c_str(), spread(r.z3d, r.size).c_str(),
+                    spread(r.zipnn_speed_meaningful() ? r.zipnn_d : none, r.size).c_str(), spread(r.pack1, r.size).c_str(),
+                    spread(r.z3c, r.size).c_str(), spread(r.zipnn_speed_meaningful() ? r.zipnn_c : none, r.size).c_str());
+    }
+    bool uncoded = false;
+    for (const FileResult& r : results) uncoded |= r.zipnn && !r.zipnn_speed_meaningful();
+    if (uncoded)
+        std::printf("ZipNN's speeds are '-' where it codes less than half of the file (packed FP4 is integer to it,\n"
+                    "kept raw): its ratio there counts those tensors raw\n");
 
     // The project's targets, checked per file where they apply, on wall time;
     // the CPU-time ratio beside it shows what is left when preemption by other

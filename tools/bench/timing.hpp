@@ -34,16 +34,32 @@ inline double thread_cpu_seconds() {
 // adds time, so the fastest repetition is the closest to the true cost.
 // Single-threaded runs also keep the best CPU time (user + sys), which is
 // immune to preemption when the machine is overloaded (it still pays for
-// cache and memory-bandwidth contention).
+// cache and memory-bandwidth contention). Every wall time is kept too, for
+// the median and the range of the rounds.
 struct Best {
     double seconds = kInf;
     double cpu_seconds = kInf;
+    std::vector<double> samples;
     void add(double s, double cpu = kInf) {
         seconds = std::min(seconds, s);
         cpu_seconds = std::min(cpu_seconds, cpu);
+        samples.push_back(s);
     }
+    void clear() { *this = Best{}; }
     bool valid() const { return std::isfinite(seconds) && seconds > 0; }
     double mbps(uint64_t bytes) const { return valid() ? static_cast<double>(bytes) / 1e6 / seconds : NAN; }
+    // Throughput of the median round, and of the slowest (the fastest is mbps).
+    double median_mbps(uint64_t bytes) const {
+        if (!valid()) return NAN;
+        std::vector<double> s = samples;
+        std::sort(s.begin(), s.end());
+        const size_t n = s.size();
+        const double median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+        return static_cast<double>(bytes) / 1e6 / median;
+    }
+    double slowest_mbps(uint64_t bytes) const {
+        return valid() ? static_cast<double>(bytes) / 1e6 / *std::max_element(samples.begin(), samples.end()) : NAN;
+    }
     double cpu_mbps(uint64_t bytes) const {
         return std::isfinite(cpu_seconds) && cpu_seconds > 0 ? static_cast<double>(bytes) / 1e6 / cpu_seconds : NAN;
     }
