@@ -30,6 +30,7 @@ struct Choice {
     unsigned log2_classes = 0;  // 0..3
     unsigned prec = 14;         // table precision, srans::kMinPrec..kMaxPrec
     bool coded_signs = false;   // the sign as a coded symbol, else a raw bit
+    bool wide = false;          // 32 rANS states instead of 4 (raw signs only): SIMD decoding
 };
 
 // `layout.shape` and `layout.offset` give the column period and phase.
@@ -38,5 +39,8 @@ struct Choice {
 std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& layout, Histogram* byte_counts = nullptr);
 std::vector<uint8_t> encode_with(std::span<const uint8_t> in, const TensorLayout& layout, const Choice& choice);
 void decode(std::span<const uint8_t> payload, std::span<uint8_t> out);
+// Tests: decode the wide layout without SIMD where the CPU has it, so the
+// byte-by-byte path other CPUs take is covered too (default: allowed).
+void allow_simd(bool allowed);
 
 }  // namespace ptwm::f8tables
