@@ -343,6 +343,19 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
             }
         }
     }
+    // Block scales (E8M0 / U8) under f8-tables' static tables: its sign
+    // table is free on bytes below 128, its 4 states cost 16 bytes where
+    // htscodecs' 32 cost 128, and its frequencies have 14-15 bits where
+    // htscodecs' have 12 -- on scale tensors of a few KiB each of these is a
+    // percent. It decodes slower than rANS, which scale tensors (1/16 to
+    // 1/32 of their blocks) can afford.
+    if (whole && whole->dtype && (*whole->dtype == DType::U8 || *whole->dtype == DType::F8_E8M0) &&
+        opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2)
+        c.insert(c.begin() + static_cast<long>(rans1_at),
+                 Contender{Codec::f8_tables, kF8TablesMargin, 0, f8tables::encode(plane, *whole)});
+    else if (opt.static_tables && opt.level >= 2 && !whole && bound_bytes < nd * (1 - kTieMargin))
+        c.insert(c.begin() + static_cast<long>(rans1_at),
+                 Contender{Codec::f8_tables, kF8TablesMargin, 0, f8tables::encode(plane, TensorLayout{})});
     if (try_rans1 && !cannot_change_outcome(c, rans1_at, kTieMargin, rans1_floor(plane), n))
         c.insert(c.begin() + static_cast<long>(rans1_at),
                  Contender{Codec::rans1, kTieMargin, 0, rans_encode(Codec::rans1, plane)});
