@@ -129,6 +129,25 @@ TEST(F8Tables, WideLayoutRoundTripsAndIsTheEncodersChoiceForLargeChunks) {
     }
 }
 
+// E5M2 kernels take the same tables: any byte is a magnitude and a sign.
+TEST(F8Tables, E5M2ColumnsOfDifferentScaleCodeBelowTheOrder0BoundToo) {
+    auto kernel = fp8_kernel(512, 128, 7);
+    // E4M3 -> E5M2 by value would need rounding; bytes of a like shape do:
+    // [S EEEE MMM] -> [S EEEEE MM] with the exponent rebiased (+8).
+    for (auto& b : kernel) {
+        const unsigned e = (b >> 3) & 15, m = b & 7;
+        b = static_cast<uint8_t>((b & 0x80) | std::min(30u, e + 8) << 2 | m >> 1);
+    }
+    const std::vector<uint64_t> shape = {512, 128};
+    const TensorLayout layout{shape, 0, DType::F8_E5M2, {}};
+    const auto coded = encode_plane(kernel, {}, &layout);
+    EXPECT_EQ(coded.codec, Codec::f8_tables);
+    EXPECT_LT(static_cast<double>(coded.payload.size()), order0_bits(kernel) / 8);
+    std::vector<uint8_t> out(kernel.size());
+    decode_plane(coded.codec, coded.payload, out);
+    EXPECT_EQ(out, kernel);
+}
+
 TEST(F8Tables, DamagedPayloadsAreCorruptDataNeverACrash) {
     const auto kernel = fp8_kernel(64, 32, 4);
     const std::vector<uint64_t> shape = {64, 32};

@@ -62,11 +62,6 @@ struct EncodeOptions {
     // off for the rest of a chunk's FP4 group planes when the first one did
     // not take it: they hold the same kind of values).
     bool zstd = true;
-    // FP4 group planes (encode_chunk sets it): also try f8-tables' order-0
-    // static tables, whose 14-15-bit frequencies, compact table and four
-    // states cost less than htscodecs' on the many small planes a grouped
-    // chunk has.
-    bool static_tables = false;
 };
 
 struct EncodedPlane {

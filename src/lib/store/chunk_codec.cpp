@@ -84,7 +84,6 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
     // of the payload as planes are appended.
     out.payload.reserve(bytes.size() + 64 * l.count);
     EncodeOptions plane_opt = opt;
-    plane_opt.static_tables = is_grouped(d);
     for (unsigned p = 0; p < l.count; ++p) {
         // The modelled FP4 decomposition exists for its one codec.
         auto coded = d == Decomposition::fp4_mx_modelled
