@@ -373,6 +373,10 @@ WideTables wide_tables(const std::vector<srans::DecodeTable>& t, unsigned prec) 
 }
 
 #ifdef PTWM_F8_WIDE_AVX512
+// GCC 12 warns inside its own avx512fintrin.h (its undefined-vector idiom).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 // Whole rounds of 32 bytes while the payload has room for a word per state;
 // returns the bytes decoded (a multiple of 32), leaving states, cursor and
 // column where the byte-by-byte decoder carries on.
@@ -422,6 +426,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
     d.p = p;
     return i;
 }
+#pragma GCC diagnostic pop
 
 std::atomic<bool> g_simd_allowed{true};
 

@@ -14,7 +14,10 @@
 //
 // The payload carries everything the decoder needs (column period, phase,
 // classes, tables), so unlike codecs 6-8 it decodes without the tensor's
-// layout. Format: man/ptwmfs-store.5.
+// layout. Any byte is a magnitude and a sign, so E5M2 tensors use it too.
+// From 128 KiB the stream has 32 states instead of 4 (the wide layout),
+// which an AVX-512 decoder steps 32 bytes at a time with gathers.
+// Format: man/ptwmfs-store.5.
 #pragma once
 
 #include <cstdint>
