@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
         e.payload_length[0] = static_cast<uint32_t>(payload.size());
         write_plane_seed(out + "/planes/codec_" + name, e, payload);
     }
-    // f8-tables with column classes and with coded signs: FP8-like bytes
+    // f8-tables with column classes, with coded signs and wide: FP8-like bytes
     // (a geometric exponent per column level, uniform mantissa and sign).
     std::vector<uint8_t> fp8(64 * 40);
     for (size_t i = 0; i < fp8.size(); ++i)
@@ -230,7 +230,9 @@ int main(int argc, char** argv) {
                                       i * 13 % 8);
     const std::vector<uint64_t> shape = {40, 64};
     for (const auto& [name, choice] : {std::pair{"classes", ptwm::f8tables::Choice{2, 12, false}},
-                                       std::pair{"signs", ptwm::f8tables::Choice{0, 10, true}}}) {
+                                       std::pair{"signs", ptwm::f8tables::Choice{0, 10, true}},
+                                       // 32 states: the SIMD decoder's rounds, then its byte-by-byte tail
+                                       std::pair{"wide", ptwm::f8tables::Choice{2, 12, false, true}}}) {
         ptwm::ChunkEntry e;
         e.decomposition = ptwm::Decomposition::stream;
         e.plane_count = 1;

@@ -181,3 +181,48 @@ TEST(ContextModels, BlockScalesWithChannelLevelsGoToTheScaleModelBelowTheirBound
 
 }  // namespace
 }  // namespace ptwm
+
+namespace ptwm {
+namespace {
+
+// A block scale tensor whose rows repeat (a period no context of the scale
+// model sees): zstd at its top level is in the contest for such tensors and
+// wins it, so the tensor is never stored larger than zstd -19 would make it.
+TEST(Codec, ScaleTensorsThatRepeatTakeZstdAtItsTopLevel) {
+    std::mt19937 rng(11);
+    std::vector<uint8_t> row(2000);
+    for (auto& b : row) b = static_cast<uint8_t>(118 + rng() % 8);
+    std::vector<uint8_t> scales;
+    for (int r = 0; r < 16; ++r) scales.insert(scales.end(), row.begin(), row.end());
+    const std::vector<uint64_t> shape = {scales.size()};
+    for (DType t : {DType::U8, DType::F8_E8M0, DType::F8_E4M3}) {
+        const TensorLayout layout{shape, 0, t, {}};
+        const auto coded = encode_plane(scales, {}, &layout);
+        EXPECT_EQ(coded.codec, Codec::zstd);
+        EXPECT_LE(coded.payload.size(), encode_with(Codec::zstd, scales, 19).size());
+        std::vector<uint8_t> out(scales.size());
+        decode_plane(coded.codec, coded.payload, out, layout);
+        EXPECT_EQ(out, scales);
+    }
+}
+
+// A period or column length in a context model's payload larger than its
+// tensor is corrupt: a few payload bytes must not make the decoder set up
+// megabytes of tables for a handful of output bytes.
+TEST(ContextModels, APayloadCannotAskForTablesLargerThanItsTensor) {
+    std::vector<uint8_t> out(16);
+    // Codec 6: P = 2^20 (varint 80 80 40), R = 1, then coder bytes.
+    const std::vector<uint8_t> scales_payload = {0x80, 0x80, 0x40, 0x01, 0x12, 0x34, 0x56};
+    EXPECT_THROW(decode_plane(Codec::scale_model, scales_payload, out, {}), CorruptData);
+    const std::vector<uint64_t> big = {1u << 20};
+    decode_plane(Codec::scale_model, scales_payload, out, TensorLayout{big, 0, std::nullopt, {}});  // fits its tensor
+    // Codec 8: column length 2^20 for one block of 32 elements.
+    const std::vector<uint8_t> fp4_payload = {0x80, 0x80, 0x40, 0x12, 0x34, 0x56};
+    const std::vector<uint8_t> one_scale = {127};
+    const std::vector<uint64_t> blocks = {1, 16};
+    EXPECT_THROW(decode_plane(Codec::fp4_model, fp4_payload, out, TensorLayout{blocks, 0, std::nullopt, one_scale}),
+                 CorruptData);
+}
+
+}  // namespace
+}  // namespace ptwm

@@ -63,11 +63,14 @@ TEST(F8Tables, EveryChoiceRoundTripsAtAnyOffsetAndLength) {
             for (uint64_t offset : {uint64_t{0}, uint64_t{13}})
                 for (unsigned log2k = 0; log2k <= 3; ++log2k)
                     for (unsigned prec : {10u, 12u, 15u})
-                        for (bool signs : {false, true}) {
-                            const auto in = bytes.subspan(offset, std::min(len, bytes.size() - offset));
-                            const TensorLayout layout{sh, offset, DType::F8_E4M3, {}};
-                            expect_round_trip(in, f8tables::encode_with(in, layout, {log2k, prec, signs}), "forced choice");
-                        }
+                        for (bool signs : {false, true})
+                            for (bool wide : {false, true}) {
+                                if (signs && wide) continue;  // not a layout: the encoder refuses it
+                                const auto in = bytes.subspan(offset, std::min(len, bytes.size() - offset));
+                                const TensorLayout layout{sh, offset, DType::F8_E4M3, {}};
+                                expect_round_trip(in, f8tables::encode_with(in, layout, {log2k, prec, signs, wide}),
+                                                  wide ? "forced choice, 32 states" : "forced choice");
+                            }
     for (size_t len : {size_t{1}, size_t{7}, kernel.size()}) {
         const auto in = std::span<const uint8_t>(kernel).first(len);
         expect_round_trip(in, f8tables::encode(in, {shape, 0, DType::F8_E4M3, {}}), "encoder's choice");
@@ -86,6 +89,62 @@ TEST(F8Tables, ColumnsOfDifferentScaleCodeBelowTheOrder0Bound) {
     EXPECT_LT(static_cast<double>(coded.payload.size()), 0.99 * bound);
     std::vector<uint8_t> out(kernel.size());
     decode_plane(coded.codec, coded.payload, out);  // no layout needed
+    EXPECT_EQ(out, kernel);
+}
+
+// The wide layout (32 states, decoded 32 bytes a round with SIMD where the
+// CPU has it, byte by byte near the payload's end and elsewhere): a kernel
+// large enough for many rounds, every class count, and the encoder's own
+// choice, which takes it from 128 KiB.
+TEST(F8Tables, WideLayoutRoundTripsAndIsTheEncodersChoiceForLargeChunks) {
+    const auto kernel = fp8_kernel(1400, 96, 6);
+    const std::vector<uint64_t> shape = {1400, 96};
+    for (bool simd : {true, false}) {
+        f8tables::allow_simd(simd);
+        for (uint64_t offset : {uint64_t{0}, uint64_t{5}, uint64_t{96 * 7 + 40}})
+            for (unsigned log2k = 0; log2k <= 3; ++log2k)
+                for (unsigned prec : {10u, 15u}) {
+                    const auto in = std::span<const uint8_t>(kernel).subspan(offset);
+                    expect_round_trip(in, f8tables::encode_with(in, {shape, offset, DType::F8_E4M3, {}}, {log2k, prec, false, true}),
+                                      simd ? "wide" : "wide, byte by byte");
+                }
+    }
+    f8tables::allow_simd(true);
+    const TensorLayout layout{shape, 0, DType::F8_E4M3, {}};
+    const auto chosen = f8tables::encode(kernel, layout);
+    EXPECT_EQ(chosen[0] & 8, 8) << "a 131 KiB chunk is coded with 32 states";
+    expect_round_trip(kernel, chosen, "encoder's choice");
+    // 32 states cost 112 bytes more than 4, nothing else.
+    const auto narrow = f8tables::encode_with(kernel, layout, {chosen[0] & 3u, chosen[1], false, false});
+    EXPECT_LE(chosen.size(), narrow.size() + 112 + 2);
+    // Coded signs are not part of the wide layout.
+    auto bad = chosen;
+    bad[0] |= 4;
+    std::vector<uint8_t> out(kernel.size());
+    EXPECT_THROW(f8tables::decode(bad, out), CorruptData);
+    // Cut anywhere: refused.
+    for (size_t cut = 0; cut < chosen.size(); cut += 97) {
+        const std::vector<uint8_t> part(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(cut));
+        EXPECT_THROW(f8tables::decode(part, out), CorruptData) << "cut at " << cut;
+    }
+}
+
+// E5M2 kernels take the same tables: any byte is a magnitude and a sign.
+TEST(F8Tables, E5M2ColumnsOfDifferentScaleCodeBelowTheOrder0BoundToo) {
+    auto kernel = fp8_kernel(512, 128, 7);
+    // E4M3 -> E5M2 by value would need rounding; bytes of a like shape do:
+    // [S EEEE MMM] -> [S EEEEE MM] with the exponent rebiased (+8).
+    for (auto& b : kernel) {
+        const unsigned e = (b >> 3) & 15, m = b & 7;
+        b = static_cast<uint8_t>((b & 0x80) | std::min(30u, e + 8) << 2 | m >> 1);
+    }
+    const std::vector<uint64_t> shape = {512, 128};
+    const TensorLayout layout{shape, 0, DType::F8_E5M2, {}};
+    const auto coded = encode_plane(kernel, {}, &layout);
+    EXPECT_EQ(coded.codec, Codec::f8_tables);
+    EXPECT_LT(static_cast<double>(coded.payload.size()), order0_bits(kernel) / 8);
+    std::vector<uint8_t> out(kernel.size());
+    decode_plane(coded.codec, coded.payload, out);
     EXPECT_EQ(out, kernel);
 }
 

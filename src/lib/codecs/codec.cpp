@@ -44,6 +44,16 @@ constexpr double kF8TablesMargin = 0.002;
 // The scale model decodes at about 50 MB/s: tried on low-entropy byte planes
 // up to this size (block scale tensors are 1/16 or 1/32 of their blocks).
 constexpr size_t kScaleModelMax = 1u << 20;
+// Block scale tensors are small and repeat in ways no context of the scale
+// model sees (whole rows of equal scales, periods of a flattened kernel):
+// zstd at its top level finds them. It encodes at a few MB/s, so it is tried
+// only on whole low-entropy tensors of this size, and only where level 3
+// already comes within kScaleZstdReach of the best so far (at 25% it ran on
+// every E4M3 scale tensor of the NVFP4 files, where it never wins, at
+// some 3 MB/s).
+constexpr size_t kScaleZstdMax = 256u << 10;
+constexpr double kScaleZstdReach = 1.05;
+constexpr int kScaleZstdLevel = 19;
 
 int zstd_level_for(int level) {
     static constexpr std::array<int, 10> kMap = {1, 1, 1, 3, 5, 7, 9, 12, 16, 19};
@@ -262,7 +272,10 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // on the way to the whole plane's.
     std::optional<double> head_bound;
     std::vector<uint8_t> f8;
-    if (whole && whole->dtype == DType::F8_E4M3 && opt.level >= 2) {
+    // (E5M2 bytes [S EEEEE MM] too: the tables code any byte, and the
+    // column ranking by bits 3-6 -- the top four exponent bits there --
+    // still sorts columns by scale.)
+    if (whole && (whole->dtype == DType::F8_E4M3 || whole->dtype == DType::F8_E5M2) && opt.level >= 2) {
         f8 = f8tables::encode(plane, *whole, &hist);
     } else {
         add_to_histogram(plane.first(std::min(n, kZstdSample)), hist);
@@ -291,7 +304,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // scales; it decodes slower, so it is tried only where it may win big.
     // It is encoded last, and only if its lower bound says it may change the
     // outcome (see rans1_floor).
-    const size_t rans1_at = c.size();
+    size_t rans1_at = c.size();
     const bool try_rans1 = opt.level >= 3 && bound_bytes < nd / 2 && (opt.level >= 7 || n <= kAdaptiveMax);
     if (!f8.empty()) c.push_back({Codec::f8_tables, kF8TablesMargin, 0, std::move(f8)});
     // An order-0 adaptive coder lands near the bound plus a small learning
@@ -316,6 +329,38 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         if (t == DType::F8_E4M3 && opt.level >= kContextModelLevel)
             c.push_back({Codec::f8_model, 0, 0, models::encode_f8(plane, *whole)});
     }
+    // Scale tensors (whole low-entropy tensors of a scale dtype): zstd at
+    // its top level, when zstd at a middle level comes within 5% of the best.
+    if (whole && whole->offset == 0 && whole->dtype && opt.level >= 2 && n <= kScaleZstdMax && bound_bytes < nd / 2 &&
+        (*whole->dtype == DType::U8 || *whole->dtype == DType::F8_E8M0 || *whole->dtype == DType::F8_E4M3)) {
+        const int w = contest_winner(c, n);
+        const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+        const auto zc = std::find_if(c.begin(), c.end(), [](const Contender& k) { return k.codec == Codec::zstd; });
+        const double mid = zc != c.end() ? static_cast<double>(zc->payload.size())
+                                         : static_cast<double>(zstd_encode(plane, 3).size());
+        if (mid < kScaleZstdReach * best_size) {
+            auto top = zstd_encode(plane, kScaleZstdLevel);
+            if (zc != c.end()) {
+                if (top.size() < zc->payload.size()) zc->payload = std::move(top);
+            } else {  // where zstd stands in the contest: before the slower coders
+                c.insert(c.begin() + static_cast<long>(rans1_at), Contender{Codec::zstd, kTieMargin, 0, std::move(top)});
+                ++rans1_at;
+            }
+        }
+    }
+    // Block scales (E8M0 / U8) under f8-tables' static tables: its sign
+    // table is free on bytes below 128, its 4 states cost 16 bytes where
+    // htscodecs' 32 cost 128, and its frequencies have 14-15 bits where
+    // htscodecs' have 12 -- on scale tensors of a few KiB each of these is a
+    // percent. It decodes slower than rANS, which scale tensors (1/16 to
+    // 1/32 of their blocks) can afford. (On FP4 group planes the same saved
+    // 0.6% of esrgan's MXFP4 and NVFP4 values but doubled their decode time
+    // and added half to the pack time: not taken.)
+    if (whole && whole->dtype && (*whole->dtype == DType::U8 || *whole->dtype == DType::F8_E8M0) &&
+        opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2)
+        c.insert(c.begin() + static_cast<long>(rans1_at),
+                 Contender{Codec::f8_tables, kF8TablesMargin, 0, f8tables::encode(plane, *whole)});
+
     if (try_rans1 && !cannot_change_outcome(c, rans1_at, kTieMargin, rans1_floor(plane), n))
         c.insert(c.begin() + static_cast<long>(rans1_at),
                  Contender{Codec::rans1, kTieMargin, 0, rans_encode(Codec::rans1, plane)});

@@ -14,7 +14,10 @@
 //
 // The payload carries everything the decoder needs (column period, phase,
 // classes, tables), so unlike codecs 6-8 it decodes without the tensor's
-// layout. Format: man/ptwmfs-store.5.
+// layout. Any byte is a magnitude and a sign, so E5M2 tensors use it too.
+// From 128 KiB the stream has 32 states instead of 4 (the wide layout),
+// which an AVX-512 decoder steps 32 bytes at a time with gathers.
+// Format: man/ptwmfs-store.5.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +33,7 @@ struct Choice {
     unsigned log2_classes = 0;  // 0..3
     unsigned prec = 14;         // table precision, srans::kMinPrec..kMaxPrec
     bool coded_signs = false;   // the sign as a coded symbol, else a raw bit
+    bool wide = false;          // 32 rANS states instead of 4 (raw signs only): SIMD decoding
 };
 
 // `layout.shape` and `layout.offset` give the column period and phase.
@@ -38,5 +42,8 @@ struct Choice {
 std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& layout, Histogram* byte_counts = nullptr);
 std::vector<uint8_t> encode_with(std::span<const uint8_t> in, const TensorLayout& layout, const Choice& choice);
 void decode(std::span<const uint8_t> payload, std::span<uint8_t> out);
+// Tests: decode the wide layout without SIMD where the CPU has it, so the
+// byte-by-byte path other CPUs take is covered too (default: allowed).
+void allow_simd(bool allowed);
 
 }  // namespace ptwm::f8tables

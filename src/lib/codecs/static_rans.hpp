@@ -306,8 +306,8 @@ public:
     // Two bytes of slack before the first: put() stores its word before it
     // knows whether the word is kept. The memory is per thread and reused,
     // and not cleared: a fresh buffer per chunk cost page faults and a memset.
-    explicit EncodeBuffer(size_t max_symbols) {
-        const size_t need = 2 * max_symbols + 4 * kLanes + 2;
+    explicit EncodeBuffer(size_t max_symbols, size_t lanes = kLanes) {
+        const size_t need = 2 * max_symbols + 4 * lanes + 2;
         thread_local std::unique_ptr<uint8_t[]> t_buf;
         thread_local size_t t_size = 0;
         if (t_size < need) t_buf.reset(new uint8_t[need]), t_size = need;
@@ -317,8 +317,9 @@ public:
     uint8_t*& cursor() { return p_; }
     // Appends the stream -- the final states (lane 0 first), then the
     // words -- to `out`.
-    void finish(const std::array<uint32_t, kLanes>& x, std::vector<uint8_t>& out) {
-        for (unsigned lane = kLanes; lane-- > 0;)
+    template <size_t Lanes>
+    void finish(const std::array<uint32_t, Lanes>& x, std::vector<uint8_t>& out) {
+        for (size_t lane = Lanes; lane-- > 0;)
             for (int b = 3; b >= 0; --b) *--p_ = static_cast<uint8_t>(x[lane] >> (8 * b));
         out.insert(out.end(), p_, end_);
     }
@@ -358,14 +359,15 @@ inline DecodeTable decode_table(const Table& t, unsigned prec) {
     return d;
 }
 
-// The stream being read: the four states, then bytes from `p` to `end`.
+// The stream being read: the Lanes states, then bytes from `p` to `end`.
+template <size_t Lanes = kLanes>
 struct DecodeState {
-    std::array<uint32_t, kLanes> x{};
+    std::array<uint32_t, Lanes> x{};
     const uint8_t* p = nullptr;
     const uint8_t* end = nullptr;
 
     explicit DecodeState(std::span<const uint8_t> in) : p(in.data()), end(in.data() + in.size()) {
-        if (in.size() < 4 * kLanes) throw CorruptData("static rANS: stream shorter than its states");
+        if (in.size() < 4 * Lanes) throw CorruptData("static rANS: stream shorter than its states");
         for (auto& s : x) {
             s = uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
             p += 4;

@@ -287,6 +287,17 @@ void code_fp4(C& c, uint8_t* b, std::span<const uint8_t> sc, uint64_t first, uin
     }
 }
 
+// The elements (bytes) of the tensor a chunk belongs to, or at least the
+// chunk's end in it when the layout has no shape. A period or column length
+// in a payload is never more than this for what an encoder writes: checking
+// it keeps a few hostile payload bytes from asking for megabytes of tables
+// to decode a handful of bytes.
+uint64_t tensor_extent(const TensorLayout& layout, size_t n) {
+    uint64_t elements = 1;
+    for (uint64_t d : layout.shape) elements = d && elements > kMaxTable * 64 / d ? kMaxTable * 64 : elements * d;
+    return std::max<uint64_t>(elements, layout.offset + n);
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_fp4(std::span<const uint8_t> in, const TensorLayout& layout) {
@@ -308,7 +319,9 @@ std::vector<uint8_t> encode_fp4(std::span<const uint8_t> in, const TensorLayout&
 void decode_fp4(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
     if (layout.scales.size() * 16 != out.size()) throw CorruptData("FP4 model: the scales do not cover the blocks");
     const uint64_t row = get_varint(payload, "context model");
-    if (row == 0 || row > kMaxTable) throw CorruptData("FP4 model: bad row length");
+    // The encoder's column lengths are kFp4Rows.
+    if (row == 0 || row > kMaxTable || row > std::max<uint64_t>(kFp4Rows[std::size(kFp4Rows) - 1], 2 * tensor_extent(layout, out.size())))
+        throw CorruptData("FP4 model: bad row length");
     Decoder d(kFp4Rates, payload);
     code_fp4(d, out.data(), layout.scales, layout.offset * 2, row);
 }
@@ -347,7 +360,8 @@ void decode_scales(std::span<const uint8_t> payload, std::span<uint8_t> out, con
     ScaleGeometry g;
     g.blocks_per_tap = get_varint(payload, "context model");
     g.blocks_per_row = get_varint(payload, "context model");
-    if (g.blocks_per_row == 0 || g.blocks_per_tap > kMaxTable || (g.blocks_per_tap && g.blocks_per_row > g.blocks_per_tap))
+    if (g.blocks_per_row == 0 || g.blocks_per_tap > kMaxTable || (g.blocks_per_tap && g.blocks_per_row > g.blocks_per_tap) ||
+        g.blocks_per_tap > tensor_extent(layout, out.size()))
         throw CorruptData("scale model: bad channel period");
     Decoder d(kScaleRates, payload);
     code_scales(d, out.data(), out.size(), layout.offset, g);
