@@ -17,6 +17,7 @@
 #include "prefetcher.hpp"
 #include "ptwm/store/chunk_cache.hpp"
 #include "ptwm/remote/http_source.hpp"
+#include "stats.hpp"
 #include "tree.hpp"
 
 namespace {
@@ -43,6 +44,7 @@ Tree load_remote_tree(const Options& options) {
     cache_options.dir = options.disk_cache.empty() ? ptwm::remote::default_disk_cache_dir() : options.disk_cache;
     cache_options.max_bytes = options.disk_cache_size;
     auto cache = std::make_shared<ptwm::remote::DiskCache>(cache_options, store->client().shared_stats());
+    remote_stats_source() = [stats = store->client().shared_stats()] { return stats->json(); };
     return Tree::load_remote(std::move(store), std::move(cache));
 }
 

@@ -82,6 +82,11 @@ class MountOverHttp(unittest.TestCase):
                 fetched = web.body_bytes_sent()
                 packed = sum(os.path.getsize(self.packed / f) for f in files_below(self.packed))
                 self.assertLessEqual(fetched, 1.05 * packed, f"fetched {fetched} bytes for {packed} packed")
+                remote = m.stats()["remote"]
+                self.assertGreater(remote["requests"], 0)
+                self.assertGreaterEqual(remote["bytes_fetched"], fetched * 0.95)
+                print(f"fetched {fetched} bytes by nginx's count for {packed} packed "
+                      f"({fetched / packed:.4f}); {remote}", file=sys.stderr)
                 self.assert_all_identical(m)  # mmap too, now from the caches
 
     def test_damaged_disk_cache_entry_is_fetched_again(self):
