@@ -116,7 +116,8 @@ class SeaweedFS:
     """`with SeaweedFS() as s3:` a running cluster; s3.endpoint, s3.env(),
     s3.make_bucket(name), s3.stop_gateway()/start_gateway(), s3.volumes[i].stop()."""
 
-    def __init__(self, weed=None):
+    def __init__(self, weed=None, ip="127.0.0.1"):
+        self.ip = ip
         self.weed = weed or weed_path()
         if not self.weed:
             raise RuntimeError(WEED_MISSING)
@@ -125,7 +126,7 @@ class SeaweedFS:
         self.volume_ports = [free_port(True), free_port(True)]
         self.filer_port = free_port(True)
         self.s3_port = free_port(True)
-        self.endpoint = f"http://127.0.0.1:{self.s3_port}"
+        self.endpoint = f"http://{ip}:{self.s3_port}"
         self.processes = []
         self.volumes = []
         self.gateway = None
@@ -142,7 +143,7 @@ class SeaweedFS:
         return self
 
     def _start(self):
-        d, weed, ip = self.dir, self.weed, "127.0.0.1"
+        d, weed, ip = self.dir, self.weed, self.ip
         config = {"identities": [{"name": "tests", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
                                   "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}
         self.s3_config = os.path.join(d, "s3.json")
