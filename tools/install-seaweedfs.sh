@@ -36,7 +36,8 @@ build() {
     [ -n "$dir" ] && [ -d "$dir/weed" ] || { log "go mod download gave no source"; return 1; }
     src="$PWD/build-seaweedfs/src"
     rm -rf "$src" && cp -r "$dir" "$src" && chmod -R u+w "$src" || return 1
-    (cd "$src" && GOFLAGS="-buildvcs=false -mod=mod" nice -n 10 "$go" build -o "$bindir/weed" ./weed)
+    (cd "$src" && GOFLAGS="-buildvcs=false -mod=mod" nice -n 10 "$go" build -o "$bindir/weed" ./weed) || return 1
+    rm -rf "$src"  # 150 MB of source, kept in Go's module cache anyway
 }
 log "building weed $version through the Go module proxy (once; takes minutes)"
 if build >&2; then
