@@ -16,6 +16,8 @@
 #include "options.hpp"
 #include "prefetcher.hpp"
 #include "ptwm/store/chunk_cache.hpp"
+#include "ptwm/remote/http_source.hpp"
+#include "stats.hpp"
 #include "tree.hpp"
 
 namespace {
@@ -30,6 +32,20 @@ void raise_open_file_limit() {
         limit.rlim_cur = limit.rlim_max;
         setrlimit(RLIMIT_NOFILE, &limit);
     }
+}
+
+// s3:// or https://: the object store, the disk cache, the manifest's tree.
+Tree load_remote_tree(const Options& options) {
+    ptwm::remote::S3Overrides s3{options.s3_endpoint, options.region, options.profile};
+    ptwm::remote::RetryPolicy retry;
+    retry.timeout_seconds = options.remote_timeout;
+    auto store = std::make_shared<ptwm::remote::ObjectStore>(*ptwm::remote::parse_remote_url(options.store_dir), s3, retry);
+    ptwm::remote::DiskCacheOptions cache_options;
+    cache_options.dir = options.disk_cache.empty() ? ptwm::remote::default_disk_cache_dir() : options.disk_cache;
+    cache_options.max_bytes = options.disk_cache_size;
+    auto cache = std::make_shared<ptwm::remote::DiskCache>(cache_options, store->client().shared_stats());
+    remote_stats_source() = [stats = store->client().shared_stats()] { return stats->json(); };
+    return Tree::load_remote(std::move(store), std::move(cache));
 }
 
 // Tells whoever started us (tests, scripts) that the mount is usable.
@@ -50,7 +66,7 @@ int serve(fuse_args& args, const Options& options) {
 
     std::optional<Tree> tree;
     try {
-        tree.emplace(Tree::scan(options.store_dir));
+        tree.emplace(options.remote ? load_remote_tree(options) : Tree::scan(options.store_dir));
     } catch (const std::exception& e) {
         log_error("%s", e.what());
         return 1;

@@ -26,6 +26,12 @@ struct RawOptions {
     int ready_fd = -1;
     int stats = 0;
     char* store_dir = nullptr;
+    char* disk_cache = nullptr;
+    char* disk_cache_size = nullptr;
+    char* s3_endpoint = nullptr;
+    char* region = nullptr;
+    char* profile = nullptr;
+    int remote_timeout = -1;
 };
 
 #define PTWMFS_OPT(templ, member, value) {templ, offsetof(RawOptions, member), value}
@@ -35,6 +41,12 @@ const fuse_opt kOptionSpec[] = {
     PTWMFS_OPT("workers=%d", workers, 0),
     PTWMFS_OPT("ready_fd=%d", ready_fd, 0),
     PTWMFS_OPT("stats", stats, 1),
+    PTWMFS_OPT("disk_cache=%s", disk_cache, 0),
+    PTWMFS_OPT("disk_cache_size=%s", disk_cache_size, 0),
+    PTWMFS_OPT("s3_endpoint=%s", s3_endpoint, 0),
+    PTWMFS_OPT("region=%s", region, 0),
+    PTWMFS_OPT("profile=%s", profile, 0),
+    PTWMFS_OPT("remote_timeout=%d", remote_timeout, 0),
     FUSE_OPT_END,
 };
 #undef PTWMFS_OPT
@@ -63,6 +75,14 @@ void print_usage(const char* program) {
         "    -o readahead=SIZE      decode-ahead window of sequential readers (8M; 0: off)\n"
         "    -o stats               print statistics to stderr at exit\n"
         "    -o ready_fd=N          write one byte to fd N once mounted, then close it\n"
+        "\n"
+        "STORE_DIR may be s3://BUCKET/PREFIX or https://HOST/PATH/ (a tree packed there):\n"
+        "    -o disk_cache=DIR      cache of fetched bytes ($XDG_CACHE_HOME/ptwmfs)\n"
+        "    -o disk_cache_size=SIZE  its bound, least recently used evicted first (4G)\n"
+        "    -o s3_endpoint=URL     S3 endpoint (default $AWS_ENDPOINT_URL, else AWS)\n"
+        "    -o region=R            S3 region (default $AWS_REGION, ~/.aws/config)\n"
+        "    -o profile=P           profile of ~/.aws/credentials and config\n"
+        "    -o remote_timeout=S    a read retries for up to S seconds, then fails with EIO (60)\n"
         "\n",
         program);
 }
@@ -93,6 +113,8 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     std::unique_ptr<char, decltype(&free)> store_dir(raw.store_dir, &free);
     std::unique_ptr<char, decltype(&free)> cache_size(raw.cache_size, &free);
     std::unique_ptr<char, decltype(&free)> readahead(raw.readahead, &free);
+    std::unique_ptr<char, decltype(&free)> disk_cache(raw.disk_cache, &free), disk_cache_size(raw.disk_cache_size, &free),
+        s3_endpoint(raw.s3_endpoint, &free), region(raw.region, &free), profile(raw.profile, &free);
 
     if (fuse_parse_cmdline(&args, &options.fuse) != 0) return ParseOutcome::exit_failure;
     if (options.fuse.show_help) {
@@ -110,13 +132,33 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         return ParseOutcome::exit_failure;
     }
 
-    // Absolute: the daemon changes directory to / when it detaches.
-    std::unique_ptr<char, decltype(&free)> resolved(realpath(store_dir.get(), nullptr), &free);
-    if (resolved == nullptr) {
-        fprintf(stderr, "ptwmfs: %s: %s\n", store_dir.get(), strerror(errno));
-        return ParseOutcome::exit_failure;
+    const std::string source = store_dir.get();
+    options.remote = source.rfind("s3://", 0) == 0 || source.rfind("https://", 0) == 0 || source.rfind("http://", 0) == 0;
+    if (options.remote) {
+        options.store_dir = source;
+        if (disk_cache) {
+            std::unique_ptr<char, decltype(&free)> dir(realpath(disk_cache.get(), nullptr), &free);
+            options.disk_cache = dir ? dir.get() : disk_cache.get();
+        }
+        if (!size_option(disk_cache_size.get(), "disk_cache_size", options.disk_cache_size))
+            return ParseOutcome::exit_failure;
+        if (s3_endpoint) options.s3_endpoint = s3_endpoint.get();
+        if (region) options.region = region.get();
+        if (profile) options.profile = profile.get();
+        if (raw.remote_timeout == 0) {
+            fprintf(stderr, "ptwmfs: remote_timeout must be 1 second or more\n");
+            return ParseOutcome::exit_failure;
+        }
+        if (raw.remote_timeout > 0) options.remote_timeout = raw.remote_timeout;
+    } else {
+        // Absolute: the daemon changes directory to / when it detaches.
+        std::unique_ptr<char, decltype(&free)> resolved(realpath(store_dir.get(), nullptr), &free);
+        if (resolved == nullptr) {
+            fprintf(stderr, "ptwmfs: %s: %s\n", store_dir.get(), strerror(errno));
+            return ParseOutcome::exit_failure;
+        }
+        options.store_dir = resolved.get();
     }
-    options.store_dir = resolved.get();
 
     if (!size_option(cache_size.get(), "cache_size", options.cache_size) ||
         !size_option(readahead.get(), "readahead", options.readahead)) {

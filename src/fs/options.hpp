@@ -18,6 +18,12 @@ struct Options {
     uint64_t readahead = 8ull << 20;         // -o readahead=SIZE (decode-ahead window)
     int ready_fd = -1;                       // -o ready_fd=N
     bool print_stats = false;                // -o stats
+    // s3:// and https:// stores (store_dir is then the URL as given).
+    bool remote = false;
+    std::string disk_cache;                  // -o disk_cache=DIR (default under $XDG_CACHE_HOME)
+    uint64_t disk_cache_size = 4ull << 30;   // -o disk_cache_size=SIZE
+    std::optional<std::string> s3_endpoint, region, profile;  // -o s3_endpoint=, region=, profile=
+    double remote_timeout = 60;              // -o remote_timeout=SECONDS
     fuse_cmdline_opts fuse{};                // -f, -d, -s, mountpoint, ...
 };
 

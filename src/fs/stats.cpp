@@ -41,6 +41,11 @@ uint64_t LatencyHistogram::quantile_ns(double q) const {
     return upper_bound_of(static_cast<unsigned>(buckets_.size() - 1));
 }
 
+std::function<std::string()>& remote_stats_source() {
+    static std::function<std::string()> source;
+    return source;
+}
+
 std::string stats_json(const ptwm::ChunkCacheStats& cache, const ReadStats& reads, const PrefetchStats& prefetch) {
     auto us = [](uint64_t ns) { return static_cast<double>(ns) / 1e3; };
     nlohmann::ordered_json j;
@@ -69,6 +74,7 @@ std::string stats_json(const ptwm::ChunkCacheStats& cache, const ReadStats& read
           {"p99", us(reads.latency.quantile_ns(0.99))}}},
     };
     j["prefetch"] = {{"queued_chunks", prefetch.queued}, {"dropped_chunks", prefetch.dropped}};
+    if (const auto remote = remote_stats_source()) j["remote"] = nlohmann::ordered_json::parse(remote());
     return j.dump();
 }
 

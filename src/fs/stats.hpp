@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "prefetcher.hpp"
@@ -36,6 +37,11 @@ struct ReadStats {
     std::atomic<uint64_t> errors{0};        // reads answered with an error (EIO)
     LatencyHistogram latency;
 };
+
+// An s3:// or https:// mount sets this once at start: its figures (requests,
+// bytes fetched, retries, disk cache, fetch latency) as a JSON object, shown
+// under "remote".
+std::function<std::string()>& remote_stats_source();
 
 std::string stats_json(const ptwm::ChunkCacheStats& cache, const ReadStats& reads, const PrefetchStats& prefetch);
 

@@ -80,6 +80,11 @@ void StoreFile::gather_raw(size_t index, uint64_t begin, uint64_t end, GatheredR
 
     uint8_t* dest = out.scratch.data() + out.scratch_used;
     out.scratch_used += n;
+    if (!raw_fd_) {  // a remote store: its source (disk cache, range GET) has the bytes
+        reader_->source().read_exact(chunk.stored_offset + within, {dest, n});
+        out.pieces.push_back({dest, n});
+        return;
+    }
     uint64_t done = 0;
     while (done < n) {
         ssize_t got = pread(raw_fd_.get(), dest + done, n - done,

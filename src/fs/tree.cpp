@@ -196,6 +196,7 @@ size_t Tree::store_count() const {
 }
 
 UniqueFd Tree::open_regular(const Node& node) const {
+    if (remote_store_) return open_remote_regular(node);
     open_how how{};
     how.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ptwm/remote/disk_cache.hpp"
+#include "ptwm/remote/object_store.hpp"
 #include "store_file.hpp"
 #include "unique_fd.hpp"
 
@@ -38,6 +40,14 @@ public:
     // directory itself cannot be read.
     static Tree scan(const std::string& store_dir);
 
+    // The tree a manifest lists at an s3:// or https:// URL (remote_tree.cpp):
+    // every store opened through an HttpSource behind `cache` (its size,
+    // ETag and index fetched now, or taken from the cache when the server
+    // cannot be reached). Throws ptwm::Error when there is no manifest to
+    // be had.
+    static Tree load_remote(std::shared_ptr<ptwm::remote::ObjectStore> store,
+                            std::shared_ptr<ptwm::remote::DiskCache> cache);
+
     const Node* node(fuse_ino_t ino) const;
     const Node* lookup(const Node& dir, std::string_view name) const;
     const Node& root() const { return nodes_[FUSE_ROOT_ID]; }
@@ -45,12 +55,17 @@ public:
     size_t store_count() const;
 
     // Opens a plain file of the tree for reading, refusing any path that
-    // would leave the store directory or pass through a symlink.
+    // would leave the store directory or pass through a symlink. A remote
+    // tree's file is fetched (or taken from the disk cache) into memory.
     UniqueFd open_regular(const Node& node) const;
+    bool is_remote() const { return remote_store_ != nullptr; }
 
 private:
     class Scanner;
+    UniqueFd open_remote_regular(const Node& node) const;
     std::string store_dir_;
+    std::shared_ptr<ptwm::remote::ObjectStore> remote_store_;
+    std::shared_ptr<ptwm::remote::DiskCache> remote_cache_;
     UniqueFd root_fd_;
     std::vector<Node> nodes_;  // indexed by inode number; slot 0 unused
 };

@@ -2,13 +2,17 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "command.hpp"
 #include "progress.hpp"
 #include "ptwm/base/error.hpp"
+#include "ptwm/base/file_io.hpp"
 #include "ptwm/base/size_text.hpp"
 #include "ptwm/store/safetensors.hpp"
 #include "ptwm/store/store_writer.hpp"
+#include "remote_upload.hpp"
+#include "store_open.hpp"
 #include "tree.hpp"
 
 namespace ptwm::tool {
@@ -29,7 +33,16 @@ constexpr const char* kHelp =
     "      --chunk-size S  bytes per chunk, with K/M suffixes (default 256K)\n"
     "      --on-bad MODE   a safetensors file that fails to parse: 'fail' (default)\n"
     "                      stops with an error, 'copy' copies it unchanged with a warning\n"
-    "  -q, --quiet         print no summary\n";
+    "  -q, --quiet         print no summary\n"
+    "      --parallel N    uploads in flight to s3:// (default 4)\n"
+    "      --part-size S   multipart part size for s3:// (default 16M, at least 5M)\n"
+    "      --manifest      also write DST/ptwmfs-manifest.json, so that any HTTP(S)\n"
+    "                      server can serve DST to 'ptwmfs https://HOST/PATH/'\n"
+    "\n"
+    "DST may be s3://BUCKET/PREFIX: the tree is packed in $TMPDIR, then every store,\n"
+    "file and link goes to PREFIX/... (multipart for large stores, several uploads in\n"
+    "parallel) and the manifest PREFIX/ptwmfs-manifest.json is written last, so a\n"
+    "tree whose manifest is there is whole. s3://BUCKET/KEY.ptwm takes one store.\n";
 
 struct Totals {
     uint64_t original = 0, stored = 0, files_packed = 0, files_copied = 0;
@@ -64,9 +77,24 @@ int pack_main(Args& args) {
         copy_bad = value == "copy";
     }
     const bool quiet = args.flag("quiet", "q");
+    unsigned parallel = 4;
+    if (args.option("parallel", "", value)) parallel = std::max(1u, static_cast<unsigned>(parse_count(value, "--parallel")));
+    const bool write_manifest = args.flag("manifest");
+    uint64_t part_bytes = 16ull << 20;
+    if (args.option("part-size", "", value)) {
+        const auto size = parse_size(value);
+        if (!size || *size < (5ull << 20) || *size > (5ull << 30)) throw UsageError{"--part-size takes 5M to 5G"};
+        part_bytes = *size;
+    }
+    const RemoteOptions remote = remote_options(args);
     const auto pos = args.positionals(2, 2);
     const fs::path src = pos[0];
     fs::path dst = pos[1];
+    std::optional<RemoteUpload> upload;
+    if (is_url(pos[1])) {
+        upload.emplace(pos[1], remote, parallel, part_bytes, quiet);
+        dst = upload->local_target(src);
+    }
 
     Progress progress;
     Totals totals;
@@ -109,6 +137,14 @@ int pack_main(Args& args) {
         pack_one(src, dst);
     }
 
+    if (upload) upload->send();
+    if (write_manifest && !upload) {
+        if (!fs::is_directory(dst)) throw Error(dst.string() + ": --manifest needs a directory DST");
+        const std::string json = remote::Manifest::of_directory(dst).to_json();
+        AtomicOutput out((dst / remote::kManifestName).string());
+        out.write_at(0, {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
+        out.commit();
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!quiet && totals.files_packed + totals.files_copied > 1)
         std::printf("packed %llu safetensors file(s): %s -> %s, ratio %.4f; copied %llu other file(s); %.2f s, %.0f MB/s\n",

@@ -8,6 +8,7 @@
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/store/store_decoder.hpp"
 #include "store_names.hpp"
+#include "store_open.hpp"
 #include "tree.hpp"
 
 namespace ptwm::tool {
@@ -23,7 +24,10 @@ constexpr const char* kHelp =
     "\n"
     "options:\n"
     "  -j, --threads N   decoder threads (default: all cores)\n"
-    "  -q, --quiet       print no summary\n";
+    "  -q, --quiet       print no summary\n"
+    "\n"
+    "SRC may be a URL: s3://BUCKET/PREFIX or https://HOST/PATH/ (a tree packed there,\n"
+    "read through its manifest), or .../NAME.ptwm (one store).\n";
 
 }  // namespace
 
@@ -36,6 +40,7 @@ int unpack_main(Args& args) {
     std::string value;
     if (args.option("threads", "j", value)) opt.threads = static_cast<unsigned>(parse_count(value, "--threads"));
     const bool quiet = args.flag("quiet", "q");
+    const RemoteOptions remote = remote_options(args);
     const auto pos = args.positionals(2, 2);
     const fs::path src = pos[0];
     fs::path dst = pos[1];
@@ -43,16 +48,59 @@ int unpack_main(Args& args) {
     Progress progress;
     uint64_t total = 0;
     const auto start = std::chrono::steady_clock::now();
-    auto unpack_one = [&](const fs::path& in, const fs::path& out) {
-        const auto store = StoreReader::open(in);
+    auto unpack_store = [&](const StoreReader* store_ptr, const std::string& label, const fs::path& out) {
+        const auto& store = store_ptr;
         AtomicOutput file(out);
-        const std::string label = in.filename().string();
         opt.progress = [&](uint64_t done, uint64_t all) { progress.update(label, done, all); };
         decode_all(*store, opt, [&](uint64_t offset, std::span<const uint8_t> bytes) { file.write_at(offset, bytes); });
         file.commit();
         progress.finish();
         total += store->original_size();
     };
+    auto unpack_one = [&](const fs::path& in, const fs::path& out) {
+        unpack_store(StoreReader::open(in).get(), in.filename().string(), out);
+    };
+
+    if (is_url(pos[0])) {
+        if (url_names_store(pos[0])) {
+            const auto store = open_store(pos[0], remote);
+            const std::string leaf = pos[0].substr(pos[0].rfind('/') + 1);
+            if (fs::is_directory(dst)) dst /= original_name(leaf);
+            unpack_store(store.get(), leaf, dst);
+        } else {
+            const RemoteTree tree = open_remote_tree(pos[0], remote);
+            std::error_code ec;
+            fs::create_directories(dst, ec);
+            if (ec) throw Error(dst.string() + ": cannot create directory: " + ec.message());
+            using Kind = remote::ManifestEntry::Kind;
+            for (const auto& e : tree.manifest.entries) {
+                const fs::path out = dst / e.path;
+                if (e.kind == Kind::kDirectory) {
+                    fs::create_directories(out, ec);
+                    if (ec) throw Error(out.string() + ": cannot create directory: " + ec.message());
+                } else if (e.kind == Kind::kLink) {
+                    fs::remove(out, ec);
+                    fs::create_symlink(e.target, out, ec);
+                    if (ec) throw Error(out.string() + ": cannot create symlink: " + ec.message());
+                } else if (e.kind == Kind::kStore) {
+                    unpack_store(tree.open_store(e.path).get(), e.path, original_name(out));
+                } else {
+                    const std::vector<uint8_t> bytes = tree.get(e.path);
+                    if (bytes.size() != e.size)
+                        throw Error(tree.store->object(e.path).text + ": " + std::to_string(bytes.size()) +
+                                    " bytes, the manifest says " + std::to_string(e.size));
+                    AtomicOutput file(out, e.mode);
+                    file.write_at(0, bytes);
+                    file.commit();
+                }
+            }
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (!quiet)
+            std::printf("unpacked %s in %.3f s (%.0f MB/s)\n", human_bytes(total).c_str(), seconds,
+                        static_cast<double>(total) / 1e6 / seconds);
+        return kOk;
+    }
 
     if (fs::is_directory(src)) {
         mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <set>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/store/store_decoder.hpp"
 #include "store_names.hpp"
+#include "store_open.hpp"
 #include "tree.hpp"
 
 namespace ptwm::tool {
@@ -28,17 +30,21 @@ constexpr const char* kHelp =
     "\n"
     "options:\n"
     "  -j, --threads N        decoder threads (default: all cores)\n"
-    "      --against ORIGINAL the original file or directory\n";
+    "      --against ORIGINAL the original file or directory\n"
+    "\n"
+    "SRC may be a URL: s3://BUCKET/PREFIX or https://HOST/PATH/ (a tree packed there,\n"
+    "read through its manifest), or .../NAME.ptwm (one store).\n";
 
 class Verifier {
 public:
     explicit Verifier(unsigned threads) : threads_(threads) {}
 
     // Returns whether the store decoded cleanly (and matched `original`).
-    bool verify_store(const fs::path& store_path, const std::optional<fs::path>& original) {
+    bool verify_store(const fs::path& store_path, const std::optional<fs::path>& original,
+                      const std::function<std::unique_ptr<StoreReader>()>& open = {}) {
         std::unique_ptr<StoreReader> store;
         try {
-            store = StoreReader::open(store_path);
+            store = open ? open() : StoreReader::open(store_path);
         } catch (const Error& e) {
             return fail(e.what());
         }
@@ -85,6 +91,23 @@ public:
         return true;
     }
 
+    // A copied file fetched from a URL against the original.
+    bool compare_bytes(const std::string& name, const std::vector<uint8_t>& bytes, const fs::path& original) {
+        try {
+            const File b = File::open_read(original);
+            if (b.size() != bytes.size()) return fail(name + ": size differs from " + original.string());
+            std::vector<uint8_t> y(bytes.size());
+            b.read_exact(0, y);
+            const auto m = std::mismatch(bytes.begin(), bytes.end(), y.begin());
+            if (m.first != bytes.end())
+                return fail(name + ": differs from " + original.string() + " at byte " +
+                            std::to_string(m.first - bytes.begin()));
+        } catch (const Error& e) {
+            return fail(e.what());
+        }
+        return true;
+    }
+
     bool compare_plain(const fs::path& copy, const fs::path& original) {
         try {
             const File a = File::open_read(copy), b = File::open_read(original);
@@ -127,10 +150,39 @@ int verify_main(Args& args) {
     if (args.option("threads", "j", value)) threads = static_cast<unsigned>(parse_count(value, "--threads"));
     std::optional<fs::path> against;
     if (args.option("against", "", value)) against = value;
+    const RemoteOptions remote = remote_options(args);
     const fs::path src = args.positionals(1, 1)[0];
 
     Verifier v(threads);
-    if (fs::is_directory(src)) {
+    if (is_url(src.string()) && url_names_store(src.string())) {
+        v.verify_store(src, against, [&] { return open_store(src.string(), remote); });
+    } else if (is_url(src.string())) {
+        const RemoteTree tree = open_remote_tree(src.string(), remote);
+        std::set<fs::path> seen;
+        size_t stores = 0;
+        using Kind = remote::ManifestEntry::Kind;
+        for (const auto& e : tree.manifest.entries) {
+            const std::string name = tree.store->object(e.path).text;
+            if (e.kind == Kind::kStore) {
+                ++stores;
+                seen.insert(original_name(e.path));
+                v.verify_store(name, against ? std::optional(*against / original_name(e.path)) : std::nullopt,
+                               [&] { return tree.open_store(e.path); });
+            } else if (e.kind == Kind::kFile && against) {
+                seen.insert(e.path);
+                try {
+                    v.compare_bytes(name, tree.get(e.path), *against / e.path);
+                } catch (const Error& err) {
+                    v.fail(err.what());
+                }
+            }
+        }
+        if (against)
+            for (const auto& file : regular_files(*against))
+                if (!seen.count(fs::relative(file, *against)))
+                    v.fail(file.string() + ": has no counterpart in " + src.string());
+        if (stores == 0 && !against) v.fail(src.string() + ": holds no store");
+    } else if (fs::is_directory(src)) {
         std::set<fs::path> seen;  // originals accounted for, relative to `against`
         size_t stores = 0;
         for (const auto& file : regular_files(src)) {

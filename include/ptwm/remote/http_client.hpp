@@ -1,0 +1,99 @@
+// HTTP on libcurl: requests with retries (backoff with full jitter on 5xx,
+// 429, timeouts and resets, bounded by one deadline), S3 requests signed by
+// libcurl's SigV4 (CURLOPT_AWS_SIGV4), and a pool of kept-alive handles
+// shared by the threads that fetch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ptwm/base/error.hpp"
+#include "ptwm/remote/remote_stats.hpp"
+#include "ptwm/remote/s3_config.hpp"
+
+namespace ptwm::remote {
+
+// A request that failed for good: an HTTP error, or the deadline passed
+// while the server could not be reached. `transient` says which.
+class RemoteError : public Error {
+public:
+    RemoteError(const std::string& what, long status, bool transient)
+        : Error(what), status_(status), transient_(transient) {}
+    long status() const { return status_; }
+    bool transient() const { return transient_; }
+
+private:
+    long status_;
+    bool transient_;
+};
+
+struct RetryPolicy {
+    double timeout_seconds = 60;  // the whole request, retries included
+    double first_backoff_seconds = 0.1;
+    double max_backoff_seconds = 4;
+};
+
+struct HttpRequest {
+    std::string method = "GET";           // GET, HEAD, PUT, POST, DELETE
+    std::string url;
+    std::string what;                      // the name messages give (s3://..., a path)
+    std::vector<std::string> headers;      // "Name: value"
+    std::optional<std::pair<uint64_t, uint64_t>> range;  // bytes [first, last]
+    std::span<const uint8_t> body;         // PUT and POST
+    std::span<uint8_t> into;               // a 2xx body goes here when set (else to HttpResponse::body)
+};
+
+struct HttpResponse {
+    long status = 0;
+    std::string etag;             // as sent, quotes included
+    uint64_t content_length = 0;  // of the response (HEAD: of the object)
+    std::string body;             // a body not sent to `into` (errors, small answers)
+    size_t received = 0;          // bytes written to `into`
+    // S3's <Code> from an error body ("NoSuchKey", "InvalidAccessKeyId"), or "".
+    std::string error_code() const;
+};
+
+class HttpClient {
+public:
+    // With an S3Config that has keys, every request is signed for its region.
+    explicit HttpClient(std::optional<S3Config> s3 = std::nullopt, RetryPolicy policy = {});
+    ~HttpClient();
+    HttpClient(const HttpClient&) = delete;
+    HttpClient& operator=(const HttpClient&) = delete;
+
+    // Sends with retries; returns any response that is not worth retrying
+    // (2xx-4xx). Throws RemoteError when the deadline passes on transient
+    // failures. Thread-safe.
+    HttpResponse send(const HttpRequest& request);
+    // send(), then a RemoteError saying what went wrong for a status >= 300
+    // (wrong credentials, no such object, changed object, ...).
+    HttpResponse send_ok(const HttpRequest& request);
+    // The message for a failed response: "WHAT: access denied (HTTP 403, InvalidAccessKeyId): ...".
+    std::string describe_failure(const HttpRequest& request, const HttpResponse& response) const;
+
+    const std::optional<S3Config>& s3() const { return s3_; }
+    const RetryPolicy& policy() const { return policy_; }
+    RemoteStats& stats() { return *stats_; }
+    std::shared_ptr<RemoteStats> shared_stats() const { return stats_; }
+
+private:
+    struct Attempt;
+    void* acquire_handle();
+    void release_handle(void* handle);
+    // One attempt; fills `response` or sets `transport_error`.
+    void perform(void* handle, const HttpRequest& request, double timeout_seconds, HttpResponse& response,
+                 std::string& transport_error, bool& retryable);
+
+    std::optional<S3Config> s3_;
+    RetryPolicy policy_;
+    std::shared_ptr<RemoteStats> stats_;
+    std::mutex pool_mutex_;
+    std::vector<void*> idle_handles_;
+};
+
+}  // namespace ptwm::remote

@@ -1,0 +1,42 @@
+// A place holding a packed tree: an S3 bucket and prefix, or an HTTP(S)
+// directory. Names objects relative to that root and does the requests a
+// store needs: HEAD (size, ETag), range GET, whole GET, PUT.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ptwm/remote/http_client.hpp"
+#include "ptwm/remote/remote_url.hpp"
+
+namespace ptwm::remote {
+
+struct ObjectInfo {
+    uint64_t size = 0;
+    std::string etag;
+};
+
+class ObjectStore {
+public:
+    // Throws Error for a malformed URL or an https:// root asked to take uploads.
+    ObjectStore(const RemoteUrl& root, const S3Overrides& overrides, RetryPolicy policy);
+
+    const RemoteUrl& root() const { return root_; }
+    HttpClient& client() { return *client_; }
+    // An object below the root ("" is the root itself, for a single store's URL).
+    RemoteUrl object(const std::string& relative) const { return relative.empty() ? root_ : root_.child(relative); }
+    // A request for `object`, named in messages by its s3:// or https:// URL.
+    HttpRequest request(const std::string& method, const RemoteUrl& object) const;
+
+    ObjectInfo head(const RemoteUrl& object);
+    std::vector<uint8_t> get(const RemoteUrl& object);
+    void put(const RemoteUrl& object, std::span<const uint8_t> bytes);
+
+private:
+    RemoteUrl root_;
+    std::unique_ptr<HttpClient> client_;
+};
+
+}  // namespace ptwm::remote

@@ -1,0 +1,203 @@
+// The tree of an s3:// or https:// mount: built from the manifest that
+// `ptwmfs-tool pack` wrote beside the stores, never from a bucket listing.
+// Stores read through HttpSource (range GETs behind the disk cache); plain
+// files are fetched whole on open.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <map>
+
+#include "log.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/base/parallel.hpp"
+#include "ptwm/remote/http_source.hpp"
+#include "ptwm/remote/manifest.hpp"
+#include "tree.hpp"
+
+namespace ptwmfs {
+namespace {
+
+using ptwm::remote::DiskCache;
+using ptwm::remote::Manifest;
+using ptwm::remote::ManifestEntry;
+using ptwm::remote::ObjectStore;
+
+std::string manifest_key(const ObjectStore& store) { return std::string("manifest\n") + store.root().text; }
+std::string file_key(const ObjectStore& store, const std::string& path, uint64_t size) {
+    return "file\n" + store.root().text + "\n" + path + "\n" + std::to_string(size);
+}
+
+// The manifest from the server, kept in the disk cache; the cached one when
+// the server cannot be reached.
+Manifest fetch_manifest(ObjectStore& store, DiskCache* cache) {
+    const auto where = store.object(ptwm::remote::kManifestName);
+    std::vector<uint8_t> bytes;
+    try {
+        bytes = store.get(where);
+        if (cache) cache->put(manifest_key(store), bytes);
+    } catch (const ptwm::remote::RemoteError& e) {
+        std::optional<std::vector<uint8_t>> cached;
+        if (e.status() == 404)
+            throw ptwm::Error(store.root().text + ": no packed tree here (no " + ptwm::remote::kManifestName + ")");
+        if (!e.transient() || !cache || !(cached = cache->get(manifest_key(store)))) throw;
+        log_error("%s; mounting from the disk cache", e.what());
+        bytes = std::move(*cached);
+    }
+    return Manifest::parse(bytes, where.text);
+}
+
+std::string parent_of(const std::string& path) {
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+std::string leaf_of(const std::string& path) {
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskCache> cache) {
+    Tree tree;
+    tree.remote_store_ = store;
+    tree.remote_cache_ = cache;
+    tree.store_dir_ = store->root().text;
+    // statfs reports the disk cache's file system.
+    tree.root_fd_ = UniqueFd(open(cache ? cache->options().dir.c_str() : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    const Manifest manifest = fetch_manifest(*store, cache.get());
+
+    struct stat base {};
+    base.st_uid = getuid();
+    base.st_gid = getgid();
+    base.st_nlink = 1;
+    base.st_blksize = 1 << 20;
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    base.st_atim = base.st_mtim = base.st_ctim = now;
+
+    tree.nodes_.emplace_back();  // inode 0 does not exist
+    Node& root = tree.nodes_.emplace_back();
+    root.ino = FUSE_ROOT_ID;
+    root.parent = FUSE_ROOT_ID;
+    root.kind = NodeKind::directory;
+    root.attr = base;
+    root.attr.st_mode = S_IFDIR | 0755;
+    root.attr.st_nlink = 2;
+    root.attr.st_ino = FUSE_ROOT_ID;
+
+    // Stores open in parallel: a HEAD and one or two range GETs each.
+    std::vector<const ManifestEntry*> stores;
+    for (const auto& e : manifest.entries)
+        if (e.kind == ManifestEntry::Kind::kStore) stores.push_back(&e);
+    std::vector<std::unique_ptr<ptwm::StoreReader>> readers(stores.size());
+    ptwm::parallel_for(stores.size(), 8, [&](size_t i) {
+        try {
+            readers[i] = ptwm::StoreReader::open(
+                ptwm::remote::HttpSource::open(store, store->object(stores[i]->path), cache));
+        } catch (const std::exception& e) {
+            log_error("%s: not a usable store, left out: %s", store->object(stores[i]->path).text.c_str(), e.what());
+        }
+    });
+    std::map<const ManifestEntry*, std::unique_ptr<ptwm::StoreReader>> reader_of;
+    for (size_t i = 0; i < stores.size(); ++i) reader_of[stores[i]] = std::move(readers[i]);
+
+    std::map<std::string, fuse_ino_t> dirs{{"", FUSE_ROOT_ID}};
+    for (const auto& e : manifest.entries) {
+        const auto parent = dirs.find(parent_of(e.path));
+        if (parent == dirs.end()) {
+            log_error("%s: '%s' comes before its directory in the manifest, left out", tree.store_dir_.c_str(),
+                      e.path.c_str());
+            continue;
+        }
+        Node n;
+        n.parent = parent->second;
+        n.name = leaf_of(e.path);
+        n.disk_path = e.path;
+        n.attr = base;
+        switch (e.kind) {
+        case ManifestEntry::Kind::kDirectory:
+            n.kind = NodeKind::directory;
+            n.attr.st_mode = S_IFDIR | e.mode;
+            n.attr.st_nlink = 2;
+            break;
+        case ManifestEntry::Kind::kLink:
+            n.kind = NodeKind::symlink;
+            n.link_target = e.target;
+            n.attr.st_mode = S_IFLNK | 0777;
+            n.attr.st_size = static_cast<off_t>(e.target.size());
+            break;
+        case ManifestEntry::Kind::kFile:
+            n.kind = NodeKind::regular;
+            n.attr.st_mode = S_IFREG | e.mode;
+            n.attr.st_size = static_cast<off_t>(e.size);
+            break;
+        case ManifestEntry::Kind::kStore: {
+            auto& reader = reader_of[&e];
+            if (!reader) continue;
+            n.kind = NodeKind::store;
+            if (n.name.size() > 5 && n.name.ends_with(".ptwm")) n.name.resize(n.name.size() - 5);
+            n.attr.st_mode = S_IFREG | e.mode;
+            n.attr.st_size = static_cast<off_t>(reader->original_size());
+            n.store = std::make_unique<StoreFile>(tree.nodes_.size(), std::move(reader), UniqueFd(-1));
+            break;
+        }
+        }
+        n.attr.st_blocks = (n.attr.st_size + 511) / 512;
+        const fuse_ino_t ino = tree.nodes_.size();
+        n.ino = ino;
+        n.attr.st_ino = ino;
+        // A store shadows a plain entry of the name it shows (as on disk).
+        auto& siblings = tree.nodes_[n.parent].children;
+        const auto clash = std::find_if(siblings.begin(), siblings.end(),
+                                        [&](fuse_ino_t c) { return tree.nodes_[c].name == n.name; });
+        if (clash != siblings.end()) {
+            if (n.kind != NodeKind::store) continue;
+            siblings.erase(clash);
+        }
+        if (n.kind == NodeKind::directory) dirs[e.path] = ino;
+        siblings.push_back(ino);
+        tree.nodes_.push_back(std::move(n));
+    }
+    for (auto& node : tree.nodes_)
+        std::sort(node.children.begin(), node.children.end(),
+                  [&](fuse_ino_t a, fuse_ino_t b) { return tree.nodes_[a].name < tree.nodes_[b].name; });
+    return tree;
+}
+
+UniqueFd Tree::open_remote_regular(const Node& node) const {
+    const uint64_t size = static_cast<uint64_t>(node.attr.st_size);
+    const std::string key = file_key(*remote_store_, node.disk_path, size);
+    std::optional<std::vector<uint8_t>> bytes;
+    if (remote_cache_) bytes = remote_cache_->get(key);
+    if (!bytes) {
+        try {
+            bytes = remote_store_->get(remote_store_->object(node.disk_path));
+        } catch (const std::exception& e) {
+            log_error("%s", e.what());
+            errno = EIO;
+            return UniqueFd(-1);
+        }
+        if (bytes->size() != size) {
+            log_error("%s: %zu bytes, the manifest says %llu", remote_store_->object(node.disk_path).text.c_str(),
+                      bytes->size(), static_cast<unsigned long long>(size));
+            errno = EIO;
+            return UniqueFd(-1);
+        }
+        if (remote_cache_) remote_cache_->put(key, *bytes);
+    }
+    // An anonymous in-memory file: the read path preads it like any other.
+    UniqueFd fd(memfd_create("ptwmfs-remote-file", MFD_CLOEXEC));
+    if (!fd) return fd;
+    size_t done = 0;
+    while (done < bytes->size()) {
+        const ssize_t w = pwrite(fd.get(), bytes->data() + done, bytes->size() - done, static_cast<off_t>(done));
+        if (w <= 0) return UniqueFd(-1);
+        done += static_cast<size_t>(w);
+    }
+    return fd;
+}
+
+}  // namespace ptwmfs

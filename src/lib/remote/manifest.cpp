@@ -1,0 +1,141 @@
+#include "ptwm/remote/manifest.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "ptwm/base/error.hpp"
+#include "ptwm/store/store_reader.hpp"
+
+namespace ptwm::remote {
+namespace {
+
+namespace fs = std::filesystem;
+using Kind = ManifestEntry::Kind;
+constexpr const char* kFormat = "ptwmfs-manifest";
+constexpr int kVersion = 1;
+
+bool safe_relative(const std::string& p) {
+    if (p.empty() || p.front() == '/' || p.back() == '/') return false;
+    size_t at = 0;
+    while (at <= p.size()) {
+        const auto slash = std::min(p.find('/', at), p.size());
+        const std::string seg = p.substr(at, slash - at);
+        if (seg.empty() || seg == "." || seg == "..") return false;
+        at = slash + 1;
+    }
+    return p.find('\0') == std::string::npos;
+}
+
+bool is_store(const fs::path& p) {
+    const std::string s = p.filename().string();
+    return s.size() > 5 && s.compare(s.size() - 5, 5, ".ptwm") == 0;
+}
+
+}  // namespace
+
+const char* kind_name(Kind kind) {
+    switch (kind) {
+    case Kind::kDirectory: return "dir";
+    case Kind::kStore: return "store";
+    case Kind::kFile: return "file";
+    case Kind::kLink: return "link";
+    }
+    return "?";
+}
+
+std::string Manifest::to_json() const {
+    nlohmann::ordered_json entries_json = nlohmann::ordered_json::array();
+    for (const auto& e : entries) {
+        nlohmann::ordered_json j;
+        j["path"] = e.path;
+        j["kind"] = kind_name(e.kind);
+        if (e.kind == Kind::kLink) {
+            j["target"] = e.target;
+        } else {
+            j["mode"] = e.mode;
+            if (e.kind != Kind::kDirectory) j["size"] = e.size;
+            if (e.kind == Kind::kStore) j["original_size"] = e.original_size;
+        }
+        entries_json.push_back(std::move(j));
+    }
+    nlohmann::ordered_json doc;
+    doc["format"] = kFormat;
+    doc["version"] = kVersion;
+    doc["entries"] = std::move(entries_json);
+    return doc.dump(1) + "\n";
+}
+
+Manifest Manifest::parse(std::span<const uint8_t> bytes, const std::string& what) {
+    nlohmann::json doc;
+    try {
+        doc = nlohmann::json::parse(bytes.begin(), bytes.end());
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(what + ": not a ptwmfs manifest: " + e.what());
+    }
+    Manifest m;
+    try {
+        if (!doc.is_object() || doc.value("format", "") != kFormat)
+            throw Error(what + ": not a ptwmfs manifest (no \"format\": \"" + kFormat + "\")");
+        if (doc.at("version").get<int>() != kVersion)
+            throw Error(what + ": manifest version " + doc.at("version").dump() + ", this ptwmfs reads version " +
+                        std::to_string(kVersion));
+        for (const auto& j : doc.at("entries")) {
+            ManifestEntry e;
+            e.path = j.at("path").get<std::string>();
+            if (!safe_relative(e.path)) throw Error(what + ": unsafe path in the manifest: '" + e.path + "'");
+            const std::string kind = j.at("kind").get<std::string>();
+            if (kind == "dir") e.kind = Kind::kDirectory;
+            else if (kind == "store") e.kind = Kind::kStore;
+            else if (kind == "file") e.kind = Kind::kFile;
+            else if (kind == "link") e.kind = Kind::kLink;
+            else throw Error(what + ": '" + e.path + "': unknown kind '" + kind + "'");
+            if (e.kind == Kind::kLink) {
+                e.target = j.at("target").get<std::string>();
+            } else {
+                e.mode = j.at("mode").get<uint32_t>() & 07777;
+                if (e.kind != Kind::kDirectory) e.size = j.at("size").get<uint64_t>();
+                if (e.kind == Kind::kStore) e.original_size = j.at("original_size").get<uint64_t>();
+            }
+            m.entries.push_back(std::move(e));
+        }
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(what + ": malformed manifest: " + e.what());
+    }
+    return m;
+}
+
+Manifest Manifest::of_directory(const fs::path& root) {
+    Manifest m;
+    std::vector<fs::path> paths;
+    for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it)
+        paths.push_back(it->path());
+    std::sort(paths.begin(), paths.end());  // parents sort before their children
+    for (const auto& p : paths) {
+        ManifestEntry e;
+        e.path = fs::relative(p, root).generic_string();
+        if (e.path == kManifestName) continue;  // a manifest written before does not list itself
+        struct stat st{};
+        if (::lstat(p.c_str(), &st) != 0) throw Error(p.string() + ": cannot stat");
+        e.mode = st.st_mode & 07777;
+        if (S_ISLNK(st.st_mode)) {
+            e.kind = Kind::kLink;
+            e.target = fs::read_symlink(p).string();
+        } else if (S_ISDIR(st.st_mode)) {
+            e.kind = Kind::kDirectory;
+        } else if (S_ISREG(st.st_mode)) {
+            e.size = static_cast<uint64_t>(st.st_size);
+            if (is_store(p)) {
+                e.kind = Kind::kStore;
+                e.original_size = StoreReader::open(p.string())->original_size();
+            }
+        } else {
+            continue;  // sockets, devices: pack never makes them
+        }
+        m.entries.push_back(std::move(e));
+    }
+    return m;
+}
+
+}  // namespace ptwm::remote

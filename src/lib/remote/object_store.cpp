@@ -1,0 +1,36 @@
+#include "ptwm/remote/object_store.hpp"
+
+namespace ptwm::remote {
+
+ObjectStore::ObjectStore(const RemoteUrl& root, const S3Overrides& overrides, RetryPolicy policy) : root_(root) {
+    std::optional<S3Config> s3;
+    if (root.is_s3()) s3 = S3Config::load(overrides);
+    client_ = std::make_unique<HttpClient>(std::move(s3), policy);
+}
+
+HttpRequest ObjectStore::request(const std::string& method, const RemoteUrl& object) const {
+    HttpRequest r;
+    r.method = method;
+    r.url = object.is_s3() ? client_->s3()->object_url(object.bucket, object.path) : object.path;
+    r.what = object.text;
+    return r;
+}
+
+ObjectInfo ObjectStore::head(const RemoteUrl& object) {
+    const HttpResponse resp = client_->send_ok(request("HEAD", object));
+    return {resp.content_length, resp.etag};
+}
+
+std::vector<uint8_t> ObjectStore::get(const RemoteUrl& object) {
+    const HttpResponse resp = client_->send_ok(request("GET", object));
+    return {resp.body.begin(), resp.body.end()};
+}
+
+void ObjectStore::put(const RemoteUrl& object, std::span<const uint8_t> bytes) {
+    if (!object.is_s3()) throw Error(object.text + ": uploads go to s3:// URLs only");
+    HttpRequest r = request("PUT", object);
+    r.body = bytes;
+    client_->send_ok(r);
+}
+
+}  // namespace ptwm::remote

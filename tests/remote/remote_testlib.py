@@ -1,0 +1,290 @@
+"""A real object store for the remote tests: SeaweedFS (master, two volume
+servers with replication 001, filer, S3 gateway with an identities file)
+and nginx serving a directory over plain HTTP, all on 127.0.0.1 with free
+ports, waited for with bounded timeouts and always stopped.
+
+`weed` comes from tools/install-seaweedfs.sh (build-seaweedfs/bin/weed, or
+$PTWMFS_WEED); without it the tests skip and say so.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+SOURCE_ROOT = os.environ.get("PTWMFS_SOURCE_ROOT",
+                             os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# meson stops a test that runs over its time with SIGTERM: unwind, so that
+# every `with` block stops its servers (they run in their own sessions).
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+ACCESS_KEY = "ptwmfs-test-key"
+SECRET_KEY = "ptwmfs-test-secret-0123456789"
+REGION = "us-east-1"
+
+
+def weed_path():
+    """The weed binary, or None (the caller skips with the message of weed_missing())."""
+    for path in (os.environ.get("PTWMFS_WEED"), os.path.join(SOURCE_ROOT, "build-seaweedfs", "bin", "weed"),
+                 shutil.which("weed")):
+        if path and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+WEED_MISSING = ("SeaweedFS's weed is not built (bash tools/install-seaweedfs.sh builds it through "
+                "the Go module proxy); skipping the object-store tests")
+
+
+def free_port(plus_grpc=False):
+    """A free loopback port; with plus_grpc, port + 10000 (SeaweedFS's gRPC port) is free too."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if not plus_grpc:
+            return port
+        if port + 10000 >= 65536:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair on 127.0.0.1")
+
+
+def wait_until(what, check, timeout=60, log=lambda: ""):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception as e:  # noqa: BLE001  (not up yet)
+            last = e
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} not ready after {timeout} s ({last})\n{log()}")
+
+
+def http_get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read()
+
+
+class Process:
+    def __init__(self, name, args, log_dir):
+        self.name, self.args = name, args
+        self.log_path = os.path.join(log_dir, name + ".log")
+        self.proc = None
+
+    def start(self):
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        log.close()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-3000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+
+class SeaweedFS:
+    """`with SeaweedFS() as s3:` a running cluster; s3.endpoint, s3.env(),
+    s3.make_bucket(name), s3.stop_gateway()/start_gateway(), s3.volumes[i].stop()."""
+
+    def __init__(self, weed=None, ip="127.0.0.1"):
+        self.ip = ip
+        self.weed = weed or weed_path()
+        if not self.weed:
+            raise RuntimeError(WEED_MISSING)
+        self.dir = tempfile.mkdtemp(prefix="ptwmfs-seaweed-")
+        self.master_port = free_port(True)
+        self.volume_ports = [free_port(True), free_port(True)]
+        self.filer_port = free_port(True)
+        self.s3_port = free_port(True)
+        self.endpoint = f"http://{ip}:{self.s3_port}"
+        self.processes = []
+        self.volumes = []
+        self.gateway = None
+
+    def _logs(self):
+        return "\n".join(f"--- {p.name}\n{p.log()}" for p in self.processes)
+
+    def __enter__(self):
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _start(self):
+        d, weed, ip = self.dir, self.weed, self.ip
+        config = {"identities": [{"name": "tests", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                                  "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}
+        self.s3_config = os.path.join(d, "s3.json")
+        with open(self.s3_config, "w") as f:
+            json.dump(config, f)
+        os.makedirs(os.path.join(d, "master"))
+        master = Process("master", [weed, "master", f"-ip={ip}", f"-ip.bind={ip}", f"-port={self.master_port}",
+                                    f"-mdir={d}/master", "-defaultReplication=001", "-volumeSizeLimitMB=64"], d)
+        self.processes.append(master)
+        master.start()
+        wait_until("SeaweedFS master", lambda: http_get(f"http://{ip}:{self.master_port}/cluster/status"), 60,
+                   self._logs)
+        for i, port in enumerate(self.volume_ports):
+            os.makedirs(f"{d}/volume{i}")
+            v = Process(f"volume{i}", [weed, "volume", f"-ip={ip}", f"-ip.bind={ip}", f"-port={port}",
+                                       f"-dir={d}/volume{i}", f"-mserver={ip}:{self.master_port}", "-max=30",
+                                       "-dataCenter=dc1", "-rack=rack1"], d)
+            self.processes.append(v)
+            self.volumes.append(v)
+            v.start()
+
+        def both_volumes_registered():
+            status = json.loads(http_get(f"http://{ip}:{self.master_port}/dir/status"))
+            nodes = [n for dc in status["Topology"]["DataCenters"] for r in dc["Racks"] for n in r["DataNodes"]]
+            return len(nodes) >= 2
+        wait_until("SeaweedFS volume servers", both_volumes_registered, 60, self._logs)
+        os.makedirs(f"{d}/filer")
+        filer = Process("filer", [weed, "filer", f"-ip={ip}", f"-ip.bind={ip}", f"-port={self.filer_port}",
+                                  f"-master={ip}:{self.master_port}", f"-defaultStoreDir={d}/filer"], d)
+        self.processes.append(filer)
+        filer.start()
+        wait_until("SeaweedFS filer", lambda: http_get(f"http://{ip}:{self.filer_port}/") is not None, 60, self._logs)
+        self.gateway = Process("s3", [weed, "s3", f"-ip.bind={ip}", f"-port={self.s3_port}",
+                                      f"-filer={ip}:{self.filer_port}", f"-config={self.s3_config}"], d)
+        self.processes.append(self.gateway)
+        self.start_gateway()
+
+    def start_gateway(self):
+        self.gateway.start()
+
+        def answers():
+            try:
+                http_get(self.endpoint + "/")
+            except urllib.error.HTTPError:
+                return True  # 403 for an unsigned request: it is up
+            return True
+        wait_until("SeaweedFS S3 gateway", answers, 60, self._logs)
+
+    def stop_gateway(self):
+        self.gateway.stop()
+
+    def env(self, **extra):
+        """An environment with the cluster's credentials and endpoint (and no stray AWS settings)."""
+        e = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        e.update(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_REGION=REGION,
+                 AWS_ENDPOINT_URL=self.endpoint, AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+        e.update(extra)
+        return e
+
+    def make_bucket(self, name):
+        """PUT /BUCKET signed by the curl command line (SigV4, like ours)."""
+        subprocess.run(["curl", "-sS", "-f", "-X", "PUT", "--aws-sigv4", f"aws:amz:{REGION}:s3",
+                        "--user", f"{ACCESS_KEY}:{SECRET_KEY}", f"{self.endpoint}/{name}"],
+                       check=True, capture_output=True, timeout=60)
+
+    def put_object(self, bucket, key, data):
+        subprocess.run(["curl", "-sS", "-f", "-X", "PUT", "--aws-sigv4", f"aws:amz:{REGION}:s3",
+                        "--user", f"{ACCESS_KEY}:{SECRET_KEY}", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                        "--data-binary", "@-", f"{self.endpoint}/{bucket}/{key}"],
+                       input=data, check=True, capture_output=True, timeout=60)
+
+    def __exit__(self, *exc):
+        for p in reversed(self.processes):
+            p.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Nginx:
+    """`with Nginx(root) as web:` nginx serving `root` read-only at web.url (http://127.0.0.1:PORT/)."""
+
+    def __init__(self, root):
+        self.root = os.path.abspath(root)
+        self.dir = tempfile.mkdtemp(prefix="ptwmfs-nginx-")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.proc = None
+
+    def __enter__(self):
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            # Workers as the test's own user: the temporary trees are 0700.
+            user = "user root;\n" if os.geteuid() == 0 else ""
+            f.write(f"""daemon off;
+{user}worker_processes 1;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/error.log;
+events {{ worker_connections 256; }}
+http {{
+    log_format bytes '$body_bytes_sent';
+    access_log {self.dir}/access.log bytes;
+    client_body_temp_path {self.dir}/body;
+    proxy_temp_path {self.dir}/proxy;
+    fastcgi_temp_path {self.dir}/fastcgi;
+    uwsgi_temp_path {self.dir}/uwsgi;
+    scgi_temp_path {self.dir}/scgi;
+    server {{
+        listen 127.0.0.1:{self.port};
+        root {self.root};
+        default_type application/octet-stream;
+    }}
+}}
+""")
+        self.proc = subprocess.Popen([nginx, "-c", conf, "-p", self.dir], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+        def up():
+            try:
+                http_get(self.url)
+            except urllib.error.HTTPError:
+                pass
+            return True
+        try:
+            wait_until("nginx", up, 30)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def body_bytes_sent(self):
+        """Bytes of response bodies nginx sent so far, from its access log."""
+        time.sleep(0.2)  # the log line follows the response
+        with open(os.path.join(self.dir, "access.log")) as f:
+            return sum(int(line) for line in f if line.strip().isdigit())
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,178 @@
+// The remote stage's pieces that need no server: URLs, S3 settings from the
+// AWS variables and files, the manifest's checks, the disk cache's refusal
+// to serve a damaged entry.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ptwm/base/error.hpp"
+#include "ptwm/remote/disk_cache.hpp"
+#include "ptwm/remote/manifest.hpp"
+#include "ptwm/remote/remote_url.hpp"
+#include "ptwm/remote/s3_config.hpp"
+
+namespace fs = std::filesystem;
+using namespace ptwm::remote;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        std::string p = fs::temp_directory_path() / "ptwm-remote-unit-XXXXXX";
+        path = ::mkdtemp(p.data());
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+// Sets AWS variables for one test and restores the environment after it.
+struct AwsEnv {
+    std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+    void set(const char* name, const std::string& value) {
+        const char* old = getenv(name);
+        saved.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+        setenv(name, value.c_str(), 1);
+    }
+    void unset(const char* name) {
+        const char* old = getenv(name);
+        saved.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+        unsetenv(name);
+    }
+    ~AwsEnv() {
+        for (auto it = saved.rbegin(); it != saved.rend(); ++it)
+            it->second ? setenv(it->first.c_str(), it->second->c_str(), 1) : unsetenv(it->first.c_str());
+    }
+    AwsEnv() {
+        for (const char* v : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+                              "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
+                              "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"})
+            unset(v);
+    }
+};
+
+}  // namespace
+
+TEST(RemoteUrl, ParsesS3AndHttp) {
+    const auto s3 = parse_remote_url("s3://bucket/models/llama");
+    ASSERT_TRUE(s3);
+    EXPECT_TRUE(s3->is_s3());
+    EXPECT_EQ(s3->bucket, "bucket");
+    EXPECT_EQ(s3->path, "models/llama");
+    EXPECT_EQ(s3->child("a b/x.ptwm").path, "models/llama/a b/x.ptwm");
+    const auto web = parse_remote_url("https://host:8443/trees/llama/");
+    ASSERT_TRUE(web);
+    EXPECT_EQ(web->child("a b/x.ptwm").path, "https://host:8443/trees/llama/a%20b/x.ptwm");
+    EXPECT_EQ(web->child("x.ptwm").leaf(), "x.ptwm");
+    EXPECT_FALSE(parse_remote_url("/srv/ptwm/llama"));
+    EXPECT_THROW(parse_remote_url("s3:///x"), ptwm::Error);
+}
+
+TEST(S3Config, VariablesThenProfileAndOverrides) {
+    TempDir dir;
+    AwsEnv env;
+    std::ofstream(dir.path / "credentials") << "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n"
+                                            << "[other]\naws_access_key_id = OTH\naws_secret_access_key = othsecret\n";
+    std::ofstream(dir.path / "config") << "[default]\nregion = eu-west-1\n"
+                                       << "[profile other]\nregion = ap-south-1\ns3 =\n  addressing_style = path\n";
+    env.set("AWS_SHARED_CREDENTIALS_FILE", dir.path / "credentials");
+    env.set("AWS_CONFIG_FILE", dir.path / "config");
+
+    S3Config c = S3Config::load({});
+    EXPECT_EQ(c.access_key, "DEF");
+    EXPECT_EQ(c.region, "eu-west-1");
+    EXPECT_FALSE(c.path_style);
+    EXPECT_EQ(c.object_url("b", "k/x y"), "https://b.s3.eu-west-1.amazonaws.com/k/x%20y");
+
+    env.set("AWS_ACCESS_KEY_ID", "ENV");
+    env.set("AWS_SECRET_ACCESS_KEY", "envsecret");
+    env.set("AWS_REGION", "us-west-2");
+    env.set("AWS_ENDPOINT_URL", "http://127.0.0.1:8333/");
+    c = S3Config::load({});
+    EXPECT_EQ(c.access_key, "ENV");
+    EXPECT_EQ(c.region, "us-west-2");
+    EXPECT_TRUE(c.path_style);
+    EXPECT_EQ(c.object_url("b", "k"), "http://127.0.0.1:8333/b/k");
+
+    // An explicit profile wins over the variables' keys, like `aws --profile`.
+    S3Overrides o;
+    o.profile = "other";
+    o.region = "sa-east-1";
+    c = S3Config::load(o);
+    EXPECT_EQ(c.access_key, "OTH");
+    EXPECT_EQ(c.secret_key, "othsecret");
+    EXPECT_EQ(c.region, "sa-east-1");
+}
+
+TEST(Manifest, RoundTripsAndRejectsUnsafePaths) {
+    Manifest m;
+    m.entries.push_back({"sub", ManifestEntry::Kind::kDirectory, 0, 0, 0755, ""});
+    m.entries.push_back({"sub/m.safetensors.ptwm", ManifestEntry::Kind::kStore, 123, 456, 0644, ""});
+    m.entries.push_back({"sub/l", ManifestEntry::Kind::kLink, 0, 0, 0, "m.safetensors"});
+    const std::string json = m.to_json();
+    const Manifest back = Manifest::parse({reinterpret_cast<const uint8_t*>(json.data()), json.size()}, "m");
+    ASSERT_EQ(back.entries.size(), 3u);
+    EXPECT_EQ(back.entries[1].original_size, 456u);
+    EXPECT_EQ(back.entries[2].target, "m.safetensors");
+    for (const char* bad : {"../x", "/etc/passwd", "a/../../b", "a//b", ""}) {
+        const std::string doc = std::string(R"({"format":"ptwmfs-manifest","version":1,"entries":[{"path":")") + bad +
+                                R"(","kind":"file","mode":420,"size":1}]})";
+        EXPECT_THROW(Manifest::parse({reinterpret_cast<const uint8_t*>(doc.data()), doc.size()}, "m"), ptwm::Error)
+            << bad;
+    }
+    const std::string not_ours = "{\"hello\":1}";
+    EXPECT_THROW(Manifest::parse({reinterpret_cast<const uint8_t*>(not_ours.data()), not_ours.size()}, "m"), ptwm::Error);
+}
+
+TEST(DiskCache, ServesWhatWasPutAndNeverADamagedEntry) {
+    TempDir dir;
+    auto stats = std::make_shared<RemoteStats>();
+    DiskCache cache({dir.path.string(), 1 << 20}, stats);
+    std::vector<uint8_t> bytes(5000);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 31);
+    cache.put("block a", bytes);
+    EXPECT_EQ(cache.get("block a"), bytes);
+    EXPECT_FALSE(cache.get("block b"));
+
+    // One flipped payload byte: rejected, removed, a miss.
+    const std::string file = cache.path_of("block a");
+    {
+        std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(-100, std::ios::end);
+        f.put('\x5a' ^ static_cast<char>(bytes[bytes.size() - 100]));
+    }
+    EXPECT_FALSE(cache.get("block a"));
+    EXPECT_FALSE(fs::exists(file));
+    EXPECT_EQ(stats->cache_rejected.load(), 1u);
+
+    // A torn entry (cut short) is rejected too.
+    cache.put("block a", bytes);
+    fs::resize_file(file, fs::file_size(file) - 1);
+    EXPECT_FALSE(cache.get("block a"));
+
+    // Survives a restart: a second cache over the same directory finds it.
+    cache.put("block c", bytes);
+    DiskCache again({dir.path.string(), 1 << 20}, stats);
+    EXPECT_EQ(again.get("block c"), bytes);
+}
+
+TEST(DiskCache, EvictsLeastRecentlyUsedBeyondItsBound) {
+    TempDir dir;
+    auto stats = std::make_shared<RemoteStats>();
+    DiskCache cache({dir.path.string(), 100 * 1024}, stats);
+    const std::vector<uint8_t> block(20 * 1024, 7);
+    for (int i = 0; i < 4; ++i) cache.put("b" + std::to_string(i), block);
+    // Make b0 the most recently used, then overflow the bound.
+    fs::last_write_time(cache.path_of("b1"), fs::file_time_type::clock::now() - std::chrono::hours(3));
+    fs::last_write_time(cache.path_of("b2"), fs::file_time_type::clock::now() - std::chrono::hours(2));
+    fs::last_write_time(cache.path_of("b3"), fs::file_time_type::clock::now() - std::chrono::hours(1));
+    ASSERT_TRUE(cache.get("b0"));
+    for (int i = 4; i < 6; ++i) cache.put("b" + std::to_string(i), block);
+    EXPECT_TRUE(cache.get("b0"));
+    EXPECT_FALSE(fs::exists(cache.path_of("b1")));
+    uint64_t total = 0;
+    for (const auto& e : fs::directory_iterator(dir.path)) total += e.file_size();
+    EXPECT_LE(total, 100u * 1024);
+}

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""The daemon on a remote tree: `ptwmfs http://HOST/PATH/ MOUNTPOINT` over
+nginx on loopback. Every file byte-identical through read and mmap; one
+full read fetches at most 1.05x the packed bytes (counted by nginx); an
+object replaced under the mount fails reads with EIO and the daemon lives;
+a damaged disk-cache entry is fetched again; with the server gone a fresh
+mount over the disk cache serves everything."""
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import remote_testlib as rt  # noqa: E402
+
+sys.path.insert(0, os.path.join(rt.SOURCE_ROOT, "tests", "mount"))
+import ptwmfs_testlib as mt  # noqa: E402
+
+CORPUS = Path(rt.SOURCE_ROOT).parent / "shared" / "corpus"
+TOOL = os.environ.get("PTWMFS_TOOL", os.path.join(rt.SOURCE_ROOT, "build", "tools", "ptwmfs-tool", "ptwmfs-tool"))
+
+
+def files_below(root):
+    out = []
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            p = Path(dirpath) / n
+            if not p.is_symlink():
+                out.append(p.relative_to(root))
+    return sorted(out)
+
+
+class MountOverHttp(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = Path(tempfile.mkdtemp(prefix="ptwm-rmount-"))
+        cls.src = cls.tmp / "model"
+        mt.make_model.make_model(str(cls.src), seed=5, scale=2)
+        if CORPUS.is_dir():
+            # Large enough (about 9 MiB stored) that most of its blocks are
+            # fetched only when read, not at open.
+            shutil.copy(CORPUS / "esrgan-thick-x4.BF16.safetensors", cls.src / "esrgan.BF16.safetensors")
+            shutil.copy(CORPUS / "posenet.F8_E4M3.safetensors", cls.src / "posenet.F8.safetensors")
+        os.symlink("esrgan.BF16.safetensors" if CORPUS.is_dir() else "model.safetensors", cls.src / "alias")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.work = Path(tempfile.mkdtemp(prefix="case-", dir=self.tmp))
+        self.packed = self.work / "packed"
+        subprocess.run([TOOL, "pack", "--manifest", self.src, self.packed], check=True, capture_output=True)
+        self.cache = self.work / "cache"
+
+    def tearDown(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def options(self, extra=""):
+        return f"disk_cache={self.cache},remote_timeout=5" + (f",{extra}" if extra else "")
+
+    def assert_all_identical(self, mount, mmap_too=True):
+        for rel in files_below(self.src):
+            want = mt.sha256_read(self.src / rel)
+            self.assertEqual(mt.sha256_read(mount / str(rel)), want, f"{rel} by read")
+            if mmap_too:
+                self.assertEqual(mt.sha256_mmap(mount / str(rel)), want, f"{rel} by mmap")
+        self.assertEqual(os.readlink(mount / "alias"), os.readlink(self.src / "alias"))
+
+    def test_every_file_identical_and_fetched_once(self):
+        with rt.Nginx(self.packed) as web:
+            with mt.Mount(web.url, self.options()) as m:
+                self.assertEqual(sorted(os.listdir(m.path)), sorted(os.listdir(self.src)))
+                for rel in files_below(self.src):
+                    self.assertEqual(os.stat(m / str(rel)).st_size, os.stat(self.src / rel).st_size)
+                self.assert_all_identical(m, mmap_too=False)
+                fetched = web.body_bytes_sent()
+                packed = sum(os.path.getsize(self.packed / f) for f in files_below(self.packed))
+                self.assertLessEqual(fetched, 1.05 * packed, f"fetched {fetched} bytes for {packed} packed")
+                remote = m.stats()["remote"]
+                self.assertGreater(remote["requests"], 0)
+                self.assertGreaterEqual(remote["bytes_fetched"], fetched * 0.95)
+                print(f"fetched {fetched} bytes by nginx's count for {packed} packed "
+                      f"({fetched / packed:.4f}); {remote}", file=sys.stderr)
+                self.assert_all_identical(m)  # mmap too, now from the caches
+
+    def test_damaged_disk_cache_entry_is_fetched_again(self):
+        with rt.Nginx(self.packed) as web:
+            with mt.Mount(web.url, self.options()) as m:
+                self.assert_all_identical(m, mmap_too=False)
+            entries = sorted(self.cache.glob("*.entry"), key=lambda p: p.stat().st_size)
+            self.assertTrue(entries)
+            for e in entries:  # flip one byte in the middle of every entry
+                data = bytearray(e.read_bytes())
+                data[len(data) // 2] ^= 0x20
+                e.write_bytes(bytes(data))
+            before = web.body_bytes_sent()
+            with mt.Mount(web.url, self.options()) as m:
+                self.assert_all_identical(m, mmap_too=False)
+            self.assertGreater(web.body_bytes_sent(), before, "damaged entries were not fetched again")
+
+    def test_server_gone_fresh_mount_serves_from_disk_cache(self):
+        with rt.Nginx(self.packed) as web:
+            url = web.url
+            with mt.Mount(url, self.options()) as m:
+                self.assert_all_identical(m, mmap_too=False)
+        # nginx is stopped: nothing answers at that address any more.
+        with mt.Mount(url, self.options("remote_timeout=2")) as m:
+            self.assert_all_identical(m)
+
+    @unittest.skipUnless(CORPUS.is_dir(), "needs ../shared/corpus for a store larger than the blocks read at open")
+    def test_object_replaced_under_the_mount_fails_with_eio(self):
+        with rt.Nginx(self.packed) as web:
+            with mt.Mount(web.url, self.options()) as m:
+                store = self.packed / "esrgan.BF16.safetensors.ptwm"
+                other = self.work / "other.ptwm"
+                subprocess.run([TOOL, "pack", "--level", "1", CORPUS / "esrgan-thick-x4.F16.safetensors", other],
+                               check=True, capture_output=True)
+                os.replace(other, store)  # new size and mtime: a new ETag
+                with self.assertRaises(OSError) as raised:
+                    mt.sha256_read(m / "esrgan.BF16.safetensors")
+                self.assertEqual(raised.exception.errno, errno.EIO)
+                self.assertIn("changed since it was opened", m.log())
+                # The daemon lives and serves the rest.
+                self.assertEqual(mt.sha256_read(m / "model.safetensors"), mt.sha256_read(self.src / "model.safetensors"))
+
+
+
+@unittest.skipUnless(rt.weed_path(), rt.WEED_MISSING)
+class MountOverS3(unittest.TestCase):
+    """`ptwmfs s3://BUCKET/PREFIX` against SeaweedFS: two volume servers with
+    replication, a filer and the S3 gateway, on loopback."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = Path(tempfile.mkdtemp(prefix="ptwm-s3mount-"))
+        cls.cluster = rt.SeaweedFS().__enter__()
+        try:
+            cls.saved_env = dict(os.environ)
+            env = cls.cluster.env()
+            os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
+            cls.cluster.make_bucket("models")
+            if CORPUS.is_dir():
+                cls.src = CORPUS
+            else:
+                cls.src = cls.tmp / "model"
+                mt.make_model.make_model(str(cls.src), seed=7, scale=2)
+            cls.url = "s3://models/corpus"
+            subprocess.run([TOOL, "pack", cls.src, cls.url], check=True, capture_output=True)
+            cls.big = max(files_below(cls.src), key=lambda p: os.path.getsize(cls.src / p))
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.__exit__(None, None, None)
+        os.environ.clear()
+        os.environ.update(cls.saved_env)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def options(self, cache, extra=""):
+        return f"disk_cache={cache},remote_timeout=30" + (f",{extra}" if extra else "")
+
+    def fresh_cache(self):
+        return Path(tempfile.mkdtemp(prefix="cache-", dir=self.tmp))
+
+    def test_every_corpus_file_identical_by_read_and_mmap(self):
+        with mt.Mount(self.url, self.options(self.fresh_cache(), "stats")) as m:
+            for rel in files_below(self.src):
+                want = mt.sha256_read(self.src / rel)
+                self.assertEqual(mt.sha256_read(m / str(rel)), want, f"{rel} by read")
+                self.assertEqual(mt.sha256_mmap(m / str(rel)), want, f"{rel} by mmap")
+
+    def test_wrong_credentials_fail_the_mount_saying_so(self):
+        mnt = tempfile.mkdtemp(dir=self.tmp)
+        env = dict(os.environ, AWS_SECRET_ACCESS_KEY="not-the-secret")
+        p = subprocess.run([mt.executable("PTWMFS"), self.url, mnt, "-f", "-o", self.options(self.fresh_cache())],
+                           env=env, capture_output=True, text=True, timeout=120)
+        self.assertFalse(os.path.ismount(mnt))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("credentials are wrong", p.stderr)
+
+    def test_gateway_stopped_mid_read_then_back(self):
+        import threading
+        with mt.Mount(self.url, self.options(self.fresh_cache())) as m:
+            path = m / str(self.big)
+            with open(path, "rb", buffering=0) as f:
+                first = f.read(1 << 20)
+                self.cluster.stop_gateway()
+                result = {}
+                reader = threading.Thread(target=lambda: result.update(rest=f.read()))
+                reader.start()
+                reader.join(3)
+                self.assertTrue(reader.is_alive(), "the read finished without the gateway")
+                self.cluster.start_gateway()
+                reader.join(120)
+                self.assertFalse(reader.is_alive())
+            digest = __import__("hashlib").sha256(first + result["rest"]).hexdigest()
+            self.assertEqual(digest, mt.sha256_read(self.src / self.big))
+
+    def test_gateway_stopped_read_fails_with_eio_after_the_timeout(self):
+        with mt.Mount(self.url, f"disk_cache={self.fresh_cache()},remote_timeout=3") as m:
+            self.cluster.stop_gateway()
+            try:
+                with self.assertRaises(OSError) as raised:
+                    mt.sha256_read(m / str(self.big))
+                self.assertEqual(raised.exception.errno, errno.EIO)
+                self.assertTrue(os.listdir(m.path))  # the daemon lives
+            finally:
+                self.cluster.start_gateway()
+            self.assertEqual(mt.sha256_read(m / str(self.big)), mt.sha256_read(self.src / self.big))
+
+    def test_zz_one_volume_server_stopped(self):  # last: the cluster stays one volume short
+        self.cluster.volumes[1].stop()
+        with mt.Mount(self.url, self.options(self.fresh_cache())) as m:
+            for rel in files_below(self.src):
+                self.assertEqual(mt.sha256_read(m / str(rel)), mt.sha256_read(self.src / rel), str(rel))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,92 @@
+#include "remote_upload.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "progress.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/base/parallel.hpp"
+#include "ptwm/remote/uploader.hpp"
+
+namespace ptwm::tool {
+
+namespace fs = std::filesystem;
+using remote::ManifestEntry;
+
+RemoteUpload::RemoteUpload(const std::string& url, const RemoteOptions& options, unsigned parallel, uint64_t part_bytes, bool quiet)
+    : url_(url), options_(options), parallel_(parallel), part_bytes_(part_bytes), quiet_(quiet) {
+    if (url.rfind("s3://", 0) != 0) throw Error(url + ": pack uploads to s3:// URLs only");
+    single_store_ = url_names_store(url);
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/ptwmfs-pack-XXXXXX";
+    if (!::mkdtemp(pattern.data())) throw Error(pattern + ": cannot make a temporary directory");
+    temp_ = pattern;
+}
+
+RemoteUpload::~RemoteUpload() {
+    std::error_code ec;
+    fs::remove_all(temp_, ec);
+}
+
+fs::path RemoteUpload::local_target(const fs::path& src) {
+    if (single_store_) return tree_ = temp_ / "store.ptwm";
+    tree_ = temp_ / "tree";
+    // A single file goes into the tree as NAME.ptwm, like a directory DST.
+    if (!fs::is_directory(src)) fs::create_directories(tree_);
+    return tree_;
+}
+
+void RemoteUpload::send() {
+    auto store = std::make_shared<remote::ObjectStore>(*remote::parse_remote_url(url_), options_.s3, options_.retry);
+    remote::Manifest manifest;
+    if (single_store_) {
+        ManifestEntry e;
+        e.kind = ManifestEntry::Kind::kStore;
+        e.size = fs::file_size(tree_);
+        manifest.entries.push_back(e);
+    } else {
+        manifest = remote::Manifest::of_directory(tree_);
+    }
+    std::vector<const ManifestEntry*> objects;
+    uint64_t total = 0;
+    for (const auto& e : manifest.entries)
+        if (e.kind == ManifestEntry::Kind::kStore || e.kind == ManifestEntry::Kind::kFile) {
+            objects.push_back(&e);
+            total += e.size;
+        }
+    Progress progress;
+    std::mutex progress_mutex;
+    std::atomic<uint64_t> sent{0};
+    remote::UploadOptions uo;
+    uo.parallel_parts = parallel_;
+    uo.part_bytes = part_bytes_;
+    uo.on_sent = [&](uint64_t n) {
+        const uint64_t done = sent.fetch_add(n) + n;
+        std::lock_guard lock(progress_mutex);
+        progress.update("upload to " + url_, done, total);
+    };
+    const auto start = std::chrono::steady_clock::now();
+    // Files in parallel, and a large file's parts in parallel within it.
+    parallel_for(objects.size(), parallel_, [&](size_t i) {
+        const ManifestEntry& e = *objects[i];
+        const fs::path local = single_store_ ? tree_ : tree_ / e.path;
+        remote::upload_file(*store, store->object(e.path), local.string(), uo);
+    });
+    // Last: a manifest present means every object it lists is there.
+    if (!single_store_) {
+        const std::string json = manifest.to_json();
+        store->put(store->object(remote::kManifestName), {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
+    }
+    progress.finish();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!quiet_)
+        std::printf("uploaded %zu object(s), %s, to %s in %.2f s (%.0f MB/s)\n", objects.size(),
+                    human_bytes(total).c_str(), url_.c_str(), seconds, static_cast<double>(total) / 1e6 / seconds);
+}
+
+}  // namespace ptwm::tool

@@ -1,0 +1,35 @@
+// pack SRC s3://BUCKET/PREFIX: the tree is packed into a temporary directory
+// and then sent: every store and copied file in parallel (multipart for
+// large ones), links as the manifest's entries, and the manifest last.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "store_open.hpp"
+
+namespace ptwm::tool {
+
+class RemoteUpload {
+public:
+    RemoteUpload(const std::string& url, const RemoteOptions& options, unsigned parallel, uint64_t part_bytes, bool quiet);
+    ~RemoteUpload();  // removes the temporary tree
+    RemoteUpload(const RemoteUpload&) = delete;
+    RemoteUpload& operator=(const RemoteUpload&) = delete;
+
+    // Where pack writes locally before the upload.
+    std::filesystem::path local_target(const std::filesystem::path& src);
+    // Uploads what pack wrote; throws Error naming the object that failed.
+    void send();
+
+private:
+    std::string url_;
+    RemoteOptions options_;
+    unsigned parallel_;
+    uint64_t part_bytes_;
+    bool quiet_;
+    bool single_store_ = false;
+    std::filesystem::path temp_, tree_;
+};
+
+}  // namespace ptwm::tool

@@ -1,0 +1,84 @@
+#include "store_open.hpp"
+
+#include <cmath>
+
+#include "ptwm/base/error.hpp"
+#include "ptwm/remote/http_source.hpp"
+#include "store_names.hpp"
+
+namespace ptwm::tool {
+
+const char* const kRemoteHelp =
+    "  s3:// and https:// sources (credentials and region: the AWS variables and ~/.aws):\n"
+    "      --s3-endpoint URL  S3 endpoint (default $AWS_ENDPOINT_URL, else AWS; path-style)\n"
+    "      --region R         S3 region (default $AWS_REGION, ~/.aws/config, us-east-1)\n"
+    "      --profile P        profile in ~/.aws/credentials and config (default $AWS_PROFILE)\n"
+    "      --remote-timeout S give up a request after S seconds of retries (default 60)\n";
+
+RemoteOptions remote_options(Args& args) {
+    RemoteOptions o;
+    std::string value;
+    if (args.option("s3-endpoint", "", value)) o.s3.endpoint = value;
+    if (args.option("region", "", value)) o.s3.region = value;
+    if (args.option("profile", "", value)) o.s3.profile = value;
+    if (args.option("remote-timeout", "", value)) {
+        o.retry.timeout_seconds = static_cast<double>(parse_count(value, "--remote-timeout"));
+        if (o.retry.timeout_seconds < 1) throw UsageError{"--remote-timeout takes 1 second or more"};
+    }
+    return o;
+}
+
+namespace {
+
+remote::RemoteUrl must_parse(const std::string& url) {
+    auto u = remote::parse_remote_url(url);
+    if (!u) throw Error(url + ": not an s3:// or https:// URL");
+    return *u;
+}
+
+// Tools read each byte once, front to back: large blocks, no disk cache.
+remote::HttpSourceOptions tool_source_options() {
+    remote::HttpSourceOptions o;
+    o.block_bytes = 8u << 20;
+    o.memory_blocks = 8;
+    o.allow_offline = false;
+    return o;
+}
+
+}  // namespace
+
+bool url_names_store(const std::string& url) { return is_store_name(must_parse(url).leaf()); }
+
+std::unique_ptr<StoreReader> open_store(const std::string& path_or_url, const RemoteOptions& options) {
+    if (!is_url(path_or_url)) return StoreReader::open(path_or_url);
+    const remote::RemoteUrl url = must_parse(path_or_url);
+    auto store = std::make_shared<remote::ObjectStore>(url, options.s3, options.retry);
+    return StoreReader::open(remote::HttpSource::open(store, url, nullptr, tool_source_options()));
+}
+
+std::unique_ptr<StoreReader> RemoteTree::open_store(const std::string& relative) const {
+    return StoreReader::open(remote::HttpSource::open(store, store->object(relative), nullptr, tool_source_options()));
+}
+
+std::vector<uint8_t> RemoteTree::get(const std::string& relative) const { return store->get(store->object(relative)); }
+
+RemoteTree open_remote_tree(const std::string& url_text, const RemoteOptions& options) {
+    RemoteTree t;
+    t.store = std::make_shared<remote::ObjectStore>(must_parse(url_text), options.s3, options.retry);
+    const remote::RemoteUrl where = t.store->object(remote::kManifestName);
+    std::vector<uint8_t> bytes;
+    try {
+        bytes = t.store->get(where);
+    } catch (const remote::RemoteError& e) {
+        if (e.status() == 404)
+            throw Error(url_text + ": no packed tree here (no " + remote::kManifestName + "; " +
+                        (url_text.rfind("s3://", 0) == 0 ? "'ptwmfs-tool pack SRC " + url_text + "'"
+                                                         : "'ptwmfs-tool pack --manifest SRC DIR'") +
+                        " writes one)");
+        throw;
+    }
+    t.manifest = remote::Manifest::parse(bytes, where.text);
+    return t;
+}
+
+}  // namespace ptwm::tool

@@ -1,0 +1,44 @@
+// Opening a store, or a packed tree, from a local path or a URL
+// (s3://BUCKET/PREFIX, https://HOST/PATH/): the one place the subcommands
+// learn where their bytes come from.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "command.hpp"
+#include "ptwm/remote/manifest.hpp"
+#include "ptwm/remote/object_store.hpp"
+#include "ptwm/store/store_reader.hpp"
+
+namespace ptwm::tool {
+
+struct RemoteOptions {
+    remote::S3Overrides s3;
+    remote::RetryPolicy retry;
+};
+
+// Takes --s3-endpoint, --region, --profile and --remote-timeout SECONDS
+// from the command line (call before positionals()).
+RemoteOptions remote_options(Args& args);
+// The lines --help shows for them.
+extern const char* const kRemoteHelp;
+
+inline bool is_url(const std::string& text) { return remote::is_remote_url(text); }
+
+// A store from a path or from a URL naming one store object.
+std::unique_ptr<StoreReader> open_store(const std::string& path_or_url, const RemoteOptions& options = {});
+
+// A packed tree at a URL: its object store and manifest.
+struct RemoteTree {
+    std::shared_ptr<remote::ObjectStore> store;
+    remote::Manifest manifest;
+    std::unique_ptr<StoreReader> open_store(const std::string& relative) const;
+    std::vector<uint8_t> get(const std::string& relative) const;
+};
+// Throws Error naming the URL when there is no manifest (not a packed tree).
+RemoteTree open_remote_tree(const std::string& url, const RemoteOptions& options);
+// Whether a URL names a single store object rather than a tree ("...NAME.ptwm").
+bool url_names_store(const std::string& url);
+
+}  // namespace ptwm::tool
