@@ -372,6 +372,8 @@ def main():
                             if name == "seq":
                                 cache_growth[side].append((meminfo("Cached") - cached) / sizes[n])
                         results[(name, side)].append(size / (time.perf_counter() - start) / 1e6)
+                        print(f"  run {run + 1}/{args.runs} {name} {side}: {results[(name, side)][-1]:.0f} MB/s",
+                              file=sys.stderr, flush=True)
                         if side == "mount":
                             cpu += m.cpu_seconds() - cpu_before
                             decoded += size
