@@ -221,7 +221,13 @@ class Mounted:
         if os.path.ismount(self.path):
             if subprocess.run(["fusermount3", "-u", self.path]).returncode != 0:
                 subprocess.run(["umount", "-l", self.path])
-        self.process.wait(timeout=60)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # never became ready, or hangs: leave no daemon behind
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            if os.path.ismount(self.path):
+                subprocess.run(["umount", "-l", self.path])
         os.rmdir(self.path)
 
 
