@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string_view>
@@ -78,6 +79,36 @@ AccessPattern& Filesystem::stream_pattern(const Node& node, uint64_t offset, uin
     return set->patterns[pick];
 }
 
+void Filesystem::set_kernel_readahead(std::string mountpoint, uint64_t bytes) {
+    mountpoint_ = std::move(mountpoint);
+    kernel_readahead_ = bytes;
+    kernel_readahead_pending_.store(bytes > 0, std::memory_order_relaxed);
+}
+
+void Filesystem::write_kernel_readahead() {
+    kernel_readahead_pending_.store(false, std::memory_order_relaxed);
+    // Our mount's device number, from mountinfo: a stat of the mount point
+    // would be a request to ourselves. The backing device info of a FUSE
+    // mount is named after it.
+    std::string device;
+    if (FILE* f = fopen("/proc/self/mountinfo", "r")) {
+        char line[4096];
+        while (fgets(line, sizeof line, f) != nullptr) {
+            char dev[64], point[2048];
+            if (sscanf(line, "%*s %*s %63s %*s %2047s", dev, point) == 2 && mountpoint_ == point) device = dev;
+        }
+        fclose(f);
+    }
+    const std::string path = "/sys/class/bdi/" + device + "/read_ahead_kb";
+    FILE* f = device.empty() ? nullptr : fopen(path.c_str(), "w");
+    if (f == nullptr || fprintf(f, "%llu\n", static_cast<unsigned long long>(kernel_readahead_ >> 10)) < 0 ||
+        fclose(f) != 0) {
+        log_error("kernel_readahead: cannot set %s: %s", device.empty() ? "(mount not found in mountinfo)" : path.c_str(),
+                  strerror(errno));
+        return;
+    }
+}
+
 namespace {
 
 // The store is immutable while mounted: the kernel may keep names and
@@ -107,6 +138,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    fs_of(req).apply_kernel_readahead();
     const Tree& tree = fs_of(req).tree();
     const Node* dir = tree.node(parent);
     if (dir == nullptr || dir->kind != NodeKind::directory) {
@@ -124,6 +156,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+    fs_of(req).apply_kernel_readahead();
     const Node* node = fs_of(req).tree().node(ino);
     if (node == nullptr) {
         fuse_reply_err(req, ENOENT);
@@ -274,6 +307,7 @@ void read_store(fuse_req_t req, Filesystem& fs, const Node& node, OpenFile* file
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
     const auto start = std::chrono::steady_clock::now();
     Filesystem& fs = fs_of(req);
+    fs.apply_kernel_readahead();
     // No handle (fh 0): the file was opened statelessly, see op_open.
     OpenFile* file = fi->fh != 0 ? &open_file_of(fi) : nullptr;
     const Node* node = file != nullptr ? &file->node : fs.tree().node(ino);

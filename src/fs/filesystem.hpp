@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "prefetcher.hpp"
@@ -57,7 +58,19 @@ public:
     // recently used, so concurrent readers of one file keep their own.
     AccessPattern& stream_pattern(const Node& node, uint64_t offset, uint64_t length);
 
+    // -o kernel_readahead: the kernel takes the smaller of its default
+    // (128 KiB) and what our INIT reply asks for, so a larger read-ahead
+    // window can only be set through sysfs, after INIT: the first request
+    // that follows it does so (apply_kernel_readahead).
+    void set_kernel_readahead(std::string mountpoint, uint64_t bytes);
+    void apply_kernel_readahead() {
+        if (!kernel_readahead_pending_.load(std::memory_order_relaxed)) return;
+        std::call_once(kernel_readahead_once_, [this] { write_kernel_readahead(); });
+    }
+
 private:
+    void write_kernel_readahead();
+
     struct StreamSet {
         static constexpr size_t kStreams = 4;
         std::array<AccessPattern, kStreams> patterns;
@@ -73,6 +86,10 @@ private:
     std::mutex open_files_mutex_;
     std::unordered_map<OpenFile*, std::unique_ptr<OpenFile>> open_files_;
     std::atomic<bool> stateless_open_{false};
+    std::string mountpoint_;
+    uint64_t kernel_readahead_ = 0;
+    std::atomic<bool> kernel_readahead_pending_{false};
+    std::once_flag kernel_readahead_once_;
     std::mutex shared_fds_mutex_;
     std::unordered_map<fuse_ino_t, UniqueFd> shared_fds_;
     std::mutex streams_mutex_;

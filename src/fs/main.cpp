@@ -10,6 +10,7 @@
 #include <cstring>
 #include <optional>
 #include <exception>
+#include <memory>
 
 #include "filesystem.hpp"
 #include "log.hpp"
@@ -63,6 +64,8 @@ int serve(fuse_args& args, const Options& options) {
     // daemon's resident size must follow the cache bound.
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     raise_open_file_limit();
+    // Before the scan opens any store.
+    ptwm::set_default_page_cache_policy(options.page_cache);
 
     std::optional<Tree> tree;
     try {
@@ -74,6 +77,11 @@ int serve(fuse_args& args, const Options& options) {
     ptwm::ChunkCache cache(options.cache_size);
     Prefetcher prefetcher(cache, options.workers, options.readahead);
     Filesystem filesystem(*tree, cache, prefetcher);
+    if (options.kernel_readahead > 0) {
+        // As mountinfo spells it: the absolute path, symlinks resolved.
+        std::unique_ptr<char, decltype(&free)> point(realpath(options.fuse.mountpoint, nullptr), &free);
+        filesystem.set_kernel_readahead(point ? point.get() : options.fuse.mountpoint, options.kernel_readahead);
+    }
 
     fuse_session* session =
         fuse_session_new(&args, &Filesystem::operations(), sizeof(fuse_lowlevel_ops), &filesystem);

@@ -22,6 +22,8 @@ namespace {
 struct RawOptions {
     char* cache_size = nullptr;
     char* readahead = nullptr;
+    char* page_cache = nullptr;
+    char* kernel_readahead = nullptr;
     int workers = -1;
     int ready_fd = -1;
     int stats = 0;
@@ -38,6 +40,8 @@ struct RawOptions {
 const fuse_opt kOptionSpec[] = {
     PTWMFS_OPT("cache_size=%s", cache_size, 0),
     PTWMFS_OPT("readahead=%s", readahead, 0),
+    PTWMFS_OPT("page_cache=%s", page_cache, 0),
+    PTWMFS_OPT("kernel_readahead=%s", kernel_readahead, 0),
     PTWMFS_OPT("workers=%d", workers, 0),
     PTWMFS_OPT("ready_fd=%d", ready_fd, 0),
     PTWMFS_OPT("stats", stats, 1),
@@ -73,6 +77,11 @@ void print_usage(const char* program) {
         "    -o cache_size=SIZE     decoded-chunk cache, bytes with K/M/G suffix (256M)\n"
         "    -o workers=N           decode-ahead threads (number of cores; 0: none)\n"
         "    -o readahead=SIZE      decode-ahead window of sequential readers (8M; 0: off)\n"
+        "    -o page_cache=POLICY   what reading stores leaves in the page cache: drop\n"
+        "                           (default: pages dropped once read), direct (O_DIRECT)\n"
+        "                           or keep\n"
+        "    -o kernel_readahead=SIZE  set the mount's kernel read-ahead (needs root;\n"
+        "                           default: the kernel's, 128K)\n"
         "    -o stats               print statistics to stderr at exit\n"
         "    -o ready_fd=N          write one byte to fd N once mounted, then close it\n"
         "\n"
@@ -115,6 +124,8 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     std::unique_ptr<char, decltype(&free)> readahead(raw.readahead, &free);
     std::unique_ptr<char, decltype(&free)> disk_cache(raw.disk_cache, &free), disk_cache_size(raw.disk_cache_size, &free),
         s3_endpoint(raw.s3_endpoint, &free), region(raw.region, &free), profile(raw.profile, &free);
+    std::unique_ptr<char, decltype(&free)> page_cache(raw.page_cache, &free);
+    std::unique_ptr<char, decltype(&free)> kernel_readahead(raw.kernel_readahead, &free);
 
     if (fuse_parse_cmdline(&args, &options.fuse) != 0) return ParseOutcome::exit_failure;
     if (options.fuse.show_help) {
@@ -161,12 +172,21 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     }
 
     if (!size_option(cache_size.get(), "cache_size", options.cache_size) ||
-        !size_option(readahead.get(), "readahead", options.readahead)) {
+        !size_option(readahead.get(), "readahead", options.readahead) ||
+        !size_option(kernel_readahead.get(), "kernel_readahead", options.kernel_readahead)) {
         return ParseOutcome::exit_failure;
     }
     if (options.cache_size == 0) {
         fprintf(stderr, "ptwmfs: cache_size must be larger than 0\n");
         return ParseOutcome::exit_failure;
+    }
+    if (page_cache != nullptr) {
+        auto policy = ptwm::parse_page_cache_policy(page_cache.get());
+        if (!policy) {
+            fprintf(stderr, "ptwmfs: bad page_cache '%s': expected keep, drop or direct\n", page_cache.get());
+            return ParseOutcome::exit_failure;
+        }
+        options.page_cache = *policy;
     }
     options.workers = raw.workers >= 0 ? static_cast<unsigned>(raw.workers)
                                        : std::max(1u, std::thread::hardware_concurrency());

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "ptwm/base/byte_source.hpp"
+
 namespace ptwmfs {
 
 struct Options {
@@ -17,6 +19,8 @@ struct Options {
     unsigned workers = 0;                    // -o workers=N (decode-ahead threads)
     uint64_t readahead = 8ull << 20;         // -o readahead=SIZE (decode-ahead window)
     int ready_fd = -1;                       // -o ready_fd=N
+    ptwm::PageCachePolicy page_cache = ptwm::PageCachePolicy::drop;  // -o page_cache=keep|drop|direct
+    uint64_t kernel_readahead = 0;           // -o kernel_readahead=SIZE (0: the kernel's)
     bool print_stats = false;                // -o stats
     // s3:// and https:// stores (store_dir is then the URL as given).
     bool remote = false;

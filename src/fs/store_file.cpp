@@ -1,7 +1,5 @@
 #include "store_file.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 
@@ -80,20 +78,11 @@ void StoreFile::gather_raw(size_t index, uint64_t begin, uint64_t end, GatheredR
 
     uint8_t* dest = out.scratch.data() + out.scratch_used;
     out.scratch_used += n;
-    if (!raw_fd_) {  // a remote store: its source (disk cache, range GET) has the bytes
-        reader_->source().read_exact(chunk.stored_offset + within, {dest, n});
-        out.pieces.push_back({dest, n});
-        return;
-    }
-    uint64_t done = 0;
-    while (done < n) {
-        ssize_t got = pread(raw_fd_.get(), dest + done, n - done,
-                            static_cast<off_t>(chunk.stored_offset + within + done));
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) ptwm::throw_errno(reader_->path(), "reading " + reader_->describe_chunk(index));
-        if (got == 0) throw ptwm::Error(reader_->path() + ": store ends inside " + reader_->describe_chunk(index));
-        done += static_cast<uint64_t>(got);
-    }
+    // Through the reader's source, so the mount's page-cache policy holds
+    // for raw chunks too.
+    const ptwm::ByteSource& source = reader_->source();
+    if (source.read_up_to(chunk.stored_offset + within, {dest, n}) < n)
+        throw ptwm::Error(reader_->path() + ": store ends inside " + reader_->describe_chunk(index));
     out.pieces.push_back({dest, n});
 }
 

@@ -35,7 +35,9 @@ struct GatheredRead {
 class StoreFile {
 public:
     // `id` keys this store's chunks in the shared cache; `raw_fd` is the store
-    // file opened for reading raw chunks.
+    // file as the scan opened it (no symlinks), held open for the mount's
+    // life. Raw chunks are read through the reader's byte source, which
+    // applies the page-cache policy.
     StoreFile(uint64_t id, std::unique_ptr<ptwm::StoreReader> reader, UniqueFd raw_fd);
 
     uint64_t id() const { return id_; }

@@ -6,8 +6,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "ptwm/base/file_io.hpp"
 
@@ -28,19 +31,50 @@ public:
     void read_exact(uint64_t offset, std::span<uint8_t> out) const;
 };
 
+// What reading a local store leaves in the kernel's page cache. A mount
+// serves decoded bytes that the kernel caches as the file it shows; keeping
+// the compressed store's pages as well would cache every byte about 1.7
+// times over (issue 11). The tool, reading each store once, does not care.
+enum class PageCachePolicy {
+    keep,  // plain pread with the kernel's read-ahead: pages stay cached
+    drop,  // the same, then POSIX_FADV_DONTNEED of what was read, in spans
+           // of a few MiB (see LocalFileSource::drop_read_pages)
+    direct,  // O_DIRECT reads of the aligned blocks around each range: no
+             // page cache and no kernel read-ahead at all
+};
+std::optional<PageCachePolicy> parse_page_cache_policy(std::string_view text);
+const char* name(PageCachePolicy policy);
+
+// The policy LocalFileSource::open uses when given none: keep, unless a
+// program (the daemon) sets another once at start, before opening stores.
+PageCachePolicy default_page_cache_policy();
+void set_default_page_cache_policy(PageCachePolicy policy);
+
 // A local file read with pread.
 class LocalFileSource final : public ByteSource {
 public:
-    explicit LocalFileSource(File file);
+    LocalFileSource(File file, PageCachePolicy policy);
+    ~LocalFileSource() override;
     static std::unique_ptr<LocalFileSource> open(const std::string& path);
+    static std::unique_ptr<LocalFileSource> open(const std::string& path, PageCachePolicy policy);
     const std::string& name() const override { return file_.path(); }
     uint64_t size() const override { return size_; }
     size_t read_up_to(uint64_t offset, std::span<uint8_t> out) const override;
     const File& file() const { return file_; }
+    PageCachePolicy policy() const { return policy_; }
 
 private:
+    size_t read_direct(uint64_t offset, std::span<uint8_t> out) const;
+    void drop_read_pages(uint64_t offset, size_t length) const;
+
     File file_;
     uint64_t size_;
+    PageCachePolicy policy_;
+    int direct_fd_ = -1;  // the file opened again with O_DIRECT (policy direct)
+    // Policy drop: the span read since pages were last dropped.
+    mutable std::mutex drop_mutex_;
+    mutable uint64_t span_begin_ = UINT64_MAX, span_end_ = 0, span_bytes_ = 0;
+    uint64_t drop_every_ = 0;
 };
 
 }  // namespace ptwm

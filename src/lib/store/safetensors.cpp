@@ -79,6 +79,40 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, uint64_t dat
 
 }  // namespace
 
+namespace {
+
+// The first pass of parse_safetensors: depth and duplicate top-level keys.
+struct HeaderCheck final : json::json_sax_t {
+    static constexpr int kMaxJsonDepth = 64;
+    int depth = 0;
+    bool too_deep = false;
+    std::set<std::string> keys;
+    std::string duplicate;
+
+    bool open() {
+        too_deep = too_deep || ++depth > kMaxJsonDepth;
+        return !too_deep;  // false stops the pass
+    }
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return open(); }
+    bool key(string_t& name) override {
+        if (depth == 1 && !keys.insert(name).second && duplicate.empty()) duplicate = name;
+        return true;
+    }
+    bool end_object() override { return --depth, true; }
+    bool start_array(std::size_t) override { return open(); }
+    bool end_array() override { return --depth, true; }
+    bool parse_error(std::size_t, const std::string&, const json::exception& e) override { throw e; }
+};
+
+}  // namespace
+
 SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file_size, const std::string& what) {
     if (file_size < 8 || head.size() < 8) throw Error(what + ": not a safetensors file: shorter than the 8-byte header length");
     const uint64_t json_len = load_u64le(head.data());
@@ -92,31 +126,29 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file
     const auto text = head.subspan(8, json_len);
     if (text[0] != '{') throw Error(what + ": not a safetensors file: the header is not a JSON object");
 
-    // Reject duplicate keys at the top level (the JSON library would keep the
-    // last one silently, and a duplicate tensor name makes the file ambiguous).
-    std::set<std::string> keys;
-    std::string duplicate;
-    // Nesting is bounded too: the JSON library's dump() and our callers
-    // recurse once per level, and a damaged header must not exhaust the stack.
-    constexpr int kMaxJsonDepth = 64;
-    bool too_deep = false;
-    auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-        if (depth > kMaxJsonDepth) {
-            too_deep = true;
-            return false;  // drop the value: keeps the parsed document shallow
-        }
-        if (depth == 1 && event == json::parse_event_t::key && !keys.insert(parsed.get<std::string>()).second)
-            duplicate = parsed.get<std::string>();
-        return true;
-    };
+    // A first pass over the text, building nothing: reject duplicate keys
+    // at the top level (the JSON library would keep the last one silently,
+    // and a duplicate tensor name makes the file ambiguous) and bound the
+    // nesting (the JSON library's dump() and our callers recurse once per
+    // level, and a damaged header must not exhaust the stack). Not a parse
+    // callback: with one, the library rescans the parent object after every
+    // member object, quadratic in the tensor count (minutes for 40000).
+    HeaderCheck check;
+    try {
+        json::sax_parse(text.begin(), text.end(), &check);
+    } catch (const json::exception& e) {
+        throw Error(what + ": header is not valid JSON: " + e.what());
+    }
+    const bool too_deep = check.too_deep;
+    const std::string& duplicate = check.duplicate;
     json root;
     try {
-        root = json::parse(text.begin(), text.end(), on_event);
+        if (!too_deep) root = json::parse(text.begin(), text.end());
     } catch (const json::exception& e) {
         throw Error(what + ": header is not valid JSON: " + e.what());
     }
     if (too_deep)
-        throw Error(what + ": the header's JSON is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        throw Error(what + ": the header's JSON is nested deeper than " + std::to_string(HeaderCheck::kMaxJsonDepth) + " levels");
     if (!root.is_object()) throw Error(what + ": not a safetensors file: the header is not a JSON object");
     if (!duplicate.empty()) throw Error(what + ": tensor name '" + duplicate + "' appears twice in the header");
 

@@ -1,0 +1,115 @@
+"""What reading through the mount leaves in the kernel's page cache of the
+compressed stores (-o page_cache): with drop (the default) and direct, the
+store's pages do not stay once decoded, so a model served through the mount
+is cached once, as the files it shows; with keep they do. Every policy
+returns the original bytes, read sequentially, through mmap and at random
+offsets, and -o kernel_readahead sets the mount's read-ahead window."""
+import os
+import random
+import subprocess
+import unittest
+
+from ptwmfs_testlib import Mount, TempDir, make_packed_model, regular_files, sha256_mmap, sha256_read
+
+TMPFS_MAGIC = 0x01021994
+
+
+def resident_bytes(path):
+    """Bytes of `path` in the page cache (util-linux fincore)."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", path],
+                         check=True, capture_output=True, text=True).stdout
+    return int(out.split()[0])
+
+
+def evict(path):
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def on_tmpfs(path):
+    # os.statvfs has no f_type; /proc/self/mountinfo names the file system.
+    path, best = os.path.realpath(path), ("", "")
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            point, fs_type = fields[4], fields[fields.index("-") + 1]
+            if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best[0]):
+                best = (point, fs_type)
+    return best[1] == "tmpfs"
+
+
+class PageCachePolicy(unittest.TestCase):
+    def setUp(self):
+        self.tmp = TempDir()
+        self.dir = self.tmp.__enter__()
+        if on_tmpfs(self.dir):
+            self.tmp.__exit__(None, None, None)
+            self.skipTest("the temporary directory is on tmpfs, whose pages cannot be dropped")
+        self.original, self.store = make_packed_model(self.dir, scale=32)
+        self.files = regular_files(self.original)
+        self.stores = [os.path.join(self.store, f + ".ptwm") for f in self.files if f.endswith(".safetensors")]
+        self.assertTrue(self.stores)
+
+    def tearDown(self):
+        self.tmp.__exit__(None, None, None)
+
+    def read_everything(self, mount):
+        for rel in self.files:
+            want = sha256_read(os.path.join(self.original, rel))
+            self.assertEqual(sha256_read(mount / rel), want, rel)
+            self.assertEqual(sha256_mmap(mount / rel), want, rel)
+        rng = random.Random(5)
+        for rel in self.files:
+            with open(os.path.join(self.original, rel), "rb") as f:
+                original = f.read()
+            with open(mount / rel, "rb") as f:
+                for _ in range(50):
+                    offset, length = rng.randrange(len(original) + 1), rng.randrange(1, 300000)
+                    self.assertEqual(os.pread(f.fileno(), length, offset), original[offset:offset + length], rel)
+
+    def store_residency(self, policy):
+        for path in self.stores:
+            evict(path)
+        with Mount(self.store, f"page_cache={policy},cache_size=4M") as mount:
+            self.read_everything(mount)
+            resident = sum(resident_bytes(p) for p in self.stores)
+            size = sum(os.path.getsize(p) for p in self.stores)
+        return resident, size
+
+    def test_drop_leaves_no_store_pages(self):
+        resident, size = self.store_residency("drop")
+        # At most the last span of each store (a sixteenth of it, 4 MiB at least) and one folio.
+        self.assertLess(resident, size // 16 + len(self.stores) * (6 << 20),
+                        f"{resident} of {size} store bytes still cached")
+
+    def test_direct_leaves_no_store_pages(self):
+        resident, size = self.store_residency("direct")
+        self.assertLess(resident, len(self.stores) * (64 << 10), f"{resident} of {size} store bytes cached")
+
+    def test_keep_leaves_store_pages(self):
+        resident, size = self.store_residency("keep")
+        self.assertGreater(resident, size // 2, "keep should leave the store's pages cached")
+
+    def test_bad_policy_is_refused(self):
+        mountpoint = os.path.join(self.dir, "mnt")
+        os.mkdir(mountpoint)
+        result = subprocess.run([os.environ["PTWMFS"], self.store, mountpoint, "-o", "page_cache=sometimes"],
+                                capture_output=True, text=True)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("bad page_cache 'sometimes'", result.stderr)
+
+    def test_kernel_readahead_sets_the_window(self):
+        if os.geteuid() != 0:
+            self.skipTest("setting a mount's read-ahead needs root")
+        with Mount(self.store, "kernel_readahead=4M") as mount:
+            os.stat(mount / self.files[0])  # the first request after INIT applies it
+            device = os.stat(mount.path).st_dev
+            with open(f"/sys/class/bdi/{os.major(device)}:{os.minor(device)}/read_ahead_kb") as f:
+                self.assertEqual(int(f.read()), 4096)
+            self.assertEqual(sha256_read(mount / self.files[0]),
+                             sha256_read(os.path.join(self.original, self.files[0])))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,443 @@
+#!/usr/bin/python3
+"""Load benchmark at checkpoint scale: a sharded BF16 checkpoint of several
+gigabytes, loaded cold from the raw directory and through a ptwmfs mount of
+its packed stores on the same disk, interleaved.
+
+    load_bench.py [--size 4G] [--shard 2G] [--runs 5] [--scratch DIR]
+                  [--build BUILD_DIR] [-o MOUNT_OPTIONS] [--jobs N] [--keep]
+
+The checkpoint is built in SCRATCH (default: a new directory under /work or
+/tmp, the same disk as any raw model) from the BF16 corpus tensors, repeated
+with noise in the two lowest mantissa bits, as shards of about --shard bytes
+plus model.safetensors.index.json. Nothing is committed; --keep leaves it
+for the next run (it is reused when its parameters match).
+
+Measured, raw directory against mount, each --runs times in alternating
+order, page cache dropped before every cold run (needs root), reported as
+median [min..max]:
+  seq        cold sequential 1 MiB reads of every shard
+  memmap     cold numpy memmap load touching every tensor in header order
+  safetens   cold safetensors load of every tensor (skipped without a .venv
+             holding safetensors)
+  warm       re-read of every shard from the page cache; the 4 KiB-page
+             tmpfs limit (/dev/shm) is printed beside it
+and also: page-cache growth per cold shard read (Cached in /proc/meminfo),
+daemon peak RSS (VmHWM), daemon CPU seconds per decoded GB, mount time, and
+`ptwmfs-tool pack -j N` beside `zstd -T N -3` on the same shards. What the
+mount returned is checked against the raw files' sha256.
+Speed is measured here, never in tests.
+"""
+import argparse
+import hashlib
+import json
+import os
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+BLOCK = 1 << 20
+CORPUS_BF16 = ["esrgan-thick-x4.BF16.safetensors", "movenet-thunder.BF16.safetensors", "posenet.BF16.safetensors"]
+
+# numpy (memmap load, checkpoint noise) and safetensors live in the
+# project's .venv when tools/install-deps.sh made one: run under it.
+if os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(REPO, ".venv")):
+    os.execv(VENV_PYTHON, [VENV_PYTHON] + sys.argv)
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("load_bench.py needs numpy: create .venv (tools/install-deps.sh) or install python3-numpy")
+try:
+    import safetensors
+    from safetensors import safe_open
+except ImportError:
+    safetensors = None
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper()
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def meminfo(field):
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def read_header(path):
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    header.pop("__metadata__", None)
+    return 8 + n, header
+
+
+# ---------------------------------------------------------------- checkpoint
+
+def corpus_tensors(corpus):
+    """(name, shape, bytes) of every BF16 tensor of the corpus files."""
+    out = []
+    for file in CORPUS_BF16:
+        path = os.path.join(corpus, file)
+        data_start, header = read_header(path)
+        with open(path, "rb") as f:
+            blob = f.read()
+        model = file.split(".")[0]
+        for name, info in header.items():
+            if info["dtype"] != "BF16":
+                continue
+            begin, end = info["data_offsets"]
+            out.append((f"{model}.{name}", info["shape"], blob[data_start + begin:data_start + end]))
+    return out
+
+
+def write_shard(path, tensors):
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape, data in tensors:
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for _, _, data in tensors:
+            f.write(data)
+    os.rename(tmp, path)
+
+
+def build_checkpoint(corpus, out, total, shard_size):
+    """Shards of repeated corpus tensors, each copy's low mantissa bits
+    XORed with fresh noise so no two copies are alike."""
+    os.makedirs(out, exist_ok=True)
+    base = corpus_tensors(corpus)
+    rng = np.random.default_rng(11)
+    noise = (rng.integers(0, 4, size=16 << 20, dtype=np.uint16)).astype("<u2")  # 32 MiB of noise
+    noise_at = 0
+    shards, current, current_bytes, written, layer = [], [], 0, 0, 0
+    while written < total:
+        for name, shape, data in base:
+            if written >= total:
+                break
+            words = np.frombuffer(data, dtype="<u2")
+            n = words.size
+            if noise_at + n > noise.size:
+                noise_at = int(rng.integers(0, noise.size - n)) if n < noise.size else 0
+            noisy = words ^ noise[noise_at:noise_at + n]
+            noise_at += n
+            current.append((f"model.layers.{layer}.{name}", shape, noisy.tobytes()))
+            current_bytes += len(data)
+            written += len(data)
+            if current_bytes >= shard_size:
+                shards.append(current)
+                current, current_bytes = [], 0
+        layer += 1
+    if current:
+        shards.append(current)
+    names = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    weight_map = {}
+    for name, tensors in zip(names, shards):
+        write_shard(os.path.join(out, name), tensors)
+        for tensor_name, _, _ in tensors:
+            weight_map[tensor_name] = name
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": written}, "weight_map": weight_map}, f, indent=1)
+    return names
+
+
+# ---------------------------------------------------------------- processes
+
+def run_measured(argv, **kwargs):
+    """Runs argv; returns (seconds, peak RSS bytes) of that child alone."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, **kwargs)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{argv[0]} failed ({os.waitstatus_to_exitcode(status)})")
+    return seconds, usage.ru_maxrss * 1024
+
+
+class Mounted:
+    """ptwmfs in the foreground on a temporary mount point; unmounted on exit."""
+
+    def __init__(self, ptwmfs, store, options):
+        self.ptwmfs, self.store, self.options = ptwmfs, store, options
+
+    def __enter__(self):
+        self.path = tempfile.mkdtemp(prefix="ptwmfs-load-")
+        read_end, write_end = os.pipe()
+        opts = ",".join(o for o in (f"auto_unmount,ready_fd={write_end}", self.options) if o)
+        start = time.perf_counter()
+        self.process = subprocess.Popen([self.ptwmfs, self.store, self.path, "-f", "-o", opts], pass_fds=(write_end,))
+        os.close(write_end)
+        ready, _, _ = select.select([read_end], [], [], 120)
+        ok = ready and os.read(read_end, 1) == b"1"
+        self.mount_seconds = time.perf_counter() - start
+        os.close(read_end)
+        if not ok:
+            self.__exit__()
+            sys.exit("ptwmfs did not become ready")
+        return self
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def status(self, field):
+        with open(f"/proc/{self.process.pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def __exit__(self, *exc):
+        if os.path.ismount(self.path):
+            if subprocess.run(["fusermount3", "-u", self.path]).returncode != 0:
+                subprocess.run(["umount", "-l", self.path])
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # never became ready, or hangs: leave no daemon behind
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            if os.path.ismount(self.path):
+                subprocess.run(["umount", "-l", self.path])
+        os.rmdir(self.path)
+
+
+# ---------------------------------------------------------------- loads
+
+_buffer = bytearray(BLOCK)
+
+
+def sequential_read(path, digest=None):
+    view = memoryview(_buffer)
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(view)
+            if not n:
+                break
+            if digest is not None:
+                digest.update(view[:n])
+
+
+def memmap_load(path, scratch):
+    """Every tensor in header order copied out of a numpy memmap."""
+    data_start, header = read_header(path)
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    for info in header.values():
+        begin, end = info["data_offsets"]
+        n = end - begin
+        np.copyto(scratch[:n], mm[data_start + begin:data_start + end])
+    del mm
+
+
+def safetensors_load(path):
+    """Every tensor through safetensors' own parser. numpy has no bfloat16,
+    so safe_open(framework="numpy") refuses BF16 tensors: deserialize
+    hands each one out as bytes instead."""
+    with open(path, "rb") as f:
+        for _name, _tensor in safetensors.deserialize(f.read()):
+            pass
+
+
+# ---------------------------------------------------------------- report
+
+def fmt(values, unit_scale=1.0, digits=0):
+    med = statistics.median(values) * unit_scale
+    return f"{med:.{digits}f} [{min(values) * unit_scale:.{digits}f}..{max(values) * unit_scale:.{digits}f}]"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default=os.path.normpath(os.path.join(REPO, "..", "shared", "corpus")))
+    parser.add_argument("--size", default="4G", help="checkpoint size (4G)")
+    parser.add_argument("--shard", default="2G", help="shard size (2G)")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each cold measurement (5)")
+    parser.add_argument("--scratch", default=None, help="where the checkpoint and stores go (same disk as raw)")
+    parser.add_argument("--build", default=os.path.join(REPO, "build"), help="meson build directory")
+    parser.add_argument("-o", dest="options", default="", help="extra ptwmfs mount options")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count(), help="pack -j N and zstd -T N (cores)")
+    parser.add_argument("--only", default="seq,memmap,safetensors,warm,pack",
+                        help="comma-separated subset of seq,memmap,safetensors,warm,pack")
+    parser.add_argument("--keep", action="store_true", help="keep the checkpoint and stores for the next run")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    ptwmfs = os.path.join(args.build, "src", "fs", "ptwmfs")
+    tool = os.path.join(args.build, "tools", "ptwmfs-tool", "ptwmfs-tool")
+    total, shard_size = parse_size(args.size), parse_size(args.shard)
+    if os.geteuid() != 0:
+        print("note: not root: caches cannot be dropped, 'cold' is not cold", file=sys.stderr)
+
+    scratch = args.scratch or os.path.join("/work" if os.path.isdir("/work") else tempfile.gettempdir(),
+                                           f"ptwmfs-load-{total >> 20}M-{shard_size >> 20}M")
+    raw_dir, store_dir = os.path.join(scratch, "raw"), os.path.join(scratch, "store")
+    index = os.path.join(raw_dir, "model.safetensors.index.json")  # written last
+    try:
+        if not os.path.exists(index):
+            shutil.rmtree(scratch, ignore_errors=True)
+            print(f"building a {total / 1e9:.1f} GB checkpoint in {raw_dir} ...", file=sys.stderr)
+            build_checkpoint(args.corpus, raw_dir, total, shard_size)
+        shards = sorted(n for n in os.listdir(raw_dir) if n.endswith(".safetensors"))
+        sizes = {n: os.path.getsize(os.path.join(raw_dir, n)) for n in shards}
+        size = sum(sizes.values())
+
+        # Pack, beside zstd on the same files.
+        pack_line = zstd_line = None
+        if "pack" in only or not os.path.exists(os.path.join(store_dir, "model.safetensors.index.json")):
+            shutil.rmtree(store_dir, ignore_errors=True)
+            drop_caches()
+            pack_s, pack_rss = run_measured([tool, "pack", "-q", f"-j{args.jobs}", raw_dir, store_dir])
+            pack_line = (pack_s, pack_rss)
+            zdir = os.path.join(scratch, "zstd")
+            os.makedirs(zdir, exist_ok=True)
+            drop_caches()
+            zstd_s, zstd_rss = run_measured(["zstd", "-q", "-f", "-3", f"-T{args.jobs}", "--output-dir-flat", zdir]
+                                            + [os.path.join(raw_dir, n) for n in shards])
+            zsize = sum(os.path.getsize(os.path.join(zdir, n + ".zst")) for n in shards)
+            shutil.rmtree(zdir)
+            zstd_line = (zstd_s, zstd_rss, zsize)
+        stored = sum(os.path.getsize(os.path.join(store_dir, n + ".ptwm")) for n in shards)
+
+        print(f"ptwmfs load benchmark: {len(shards)} shards, {size / 1e9:.2f} GB BF16 in {raw_dir}; "
+              f"stores {stored / 1e9:.2f} GB (ratio {stored / size:.3f}); options '{args.options}'")
+        print(f"load average at start: {loadavg()}; {args.runs} cold runs each, raw and mount interleaved; "
+              f"MB/s of original bytes, median [min..max]")
+        if pack_line:
+            zs, zr, zsize = zstd_line
+            print(f"pack -j{args.jobs}: {size / pack_line[0] / 1e6:.0f} MB/s, peak RSS {pack_line[1] >> 20} MiB, "
+                  f"ratio {stored / size:.3f} | zstd -T{args.jobs} -3: {size / zs / 1e6:.0f} MB/s, "
+                  f"peak RSS {zr >> 20} MiB, ratio {zsize / size:.3f}")
+
+        truth = {}
+        for n in shards:
+            digest = hashlib.sha256()
+            sequential_read(os.path.join(raw_dir, n), digest)
+            truth[n] = digest.hexdigest()
+
+        tensor_max = 0
+        for n in shards:
+            _, header = read_header(os.path.join(raw_dir, n))
+            tensor_max = max(tensor_max, max(i["data_offsets"][1] - i["data_offsets"][0] for i in header.values()))
+        scratch_buffer = np.empty(tensor_max, dtype=np.uint8)
+
+        loads = []
+        if "seq" in only:
+            loads.append(("seq", lambda p: sequential_read(p)))
+        if "memmap" in only:
+            loads.append(("memmap", lambda p: memmap_load(p, scratch_buffer)))
+        if "safetensors" in only:
+            if safetensors is None:
+                print("safetensors: skipped: no .venv with safetensors")
+            else:
+                loads.append(("safetens", safetensors_load))
+
+        results = {(name, side): [] for name, _ in loads for side in ("raw", "mount")}
+        cache_growth = {"raw": [], "mount": []}
+        decoded = cpu = 0.0
+        mount_times, peak_rss = [], 0
+        options = args.options
+        with Mounted(ptwmfs, store_dir, options) as m:
+            mount_times.append(m.mount_seconds)
+            for run in range(args.runs):
+                for name, load in loads:
+                    for side in (("raw", "mount") if run % 2 == 0 else ("mount", "raw")):
+                        root = raw_dir if side == "raw" else m.path
+                        drop_caches()
+                        cpu_before = m.cpu_seconds()
+                        start = time.perf_counter()
+                        for n in shards:
+                            cached = meminfo("Cached")
+                            load(os.path.join(root, n))
+                            if name == "seq":
+                                cache_growth[side].append((meminfo("Cached") - cached) / sizes[n])
+                        results[(name, side)].append(size / (time.perf_counter() - start) / 1e6)
+                        print(f"  run {run + 1}/{args.runs} {name} {side}: {results[(name, side)][-1]:.0f} MB/s",
+                              file=sys.stderr, flush=True)
+                        if side == "mount":
+                            cpu += m.cpu_seconds() - cpu_before
+                            decoded += size
+                        peak_rss = max(peak_rss, m.status("VmHWM"))
+            # What the mount returns must be the original bytes.
+            drop_caches()
+            for n in shards:
+                digest = hashlib.sha256()
+                sequential_read(os.path.join(m.path, n), digest)
+                if digest.hexdigest() != truth[n]:
+                    sys.exit(f"MISMATCH: {n} read through the mount differs from the raw file")
+            warm = {"raw": [], "mount": [], "shm": []}
+            if "warm" in only:
+                for n in shards:
+                    sequential_read(os.path.join(raw_dir, n))
+                for _ in range(args.runs):
+                    for side in ("raw", "mount"):
+                        root = raw_dir if side == "raw" else m.path
+                        start = time.perf_counter()
+                        for n in shards:
+                            sequential_read(os.path.join(root, n))
+                        warm[side].append(size / (time.perf_counter() - start) / 1e6)
+                shm = os.path.join("/dev/shm", f"ptwmfs-load-{os.getpid()}")
+                try:
+                    shutil.copyfile(os.path.join(raw_dir, shards[0]), shm)
+                    for _ in range(args.runs):
+                        start = time.perf_counter()
+                        sequential_read(shm)
+                        warm["shm"].append(sizes[shards[0]] / (time.perf_counter() - start) / 1e6)
+                finally:
+                    os.unlink(shm)
+            peak_rss = max(peak_rss, m.status("VmHWM"))
+        for _ in range(2):
+            with Mounted(ptwmfs, store_dir, options) as m2:
+                mount_times.append(m2.mount_seconds)
+
+        print("sha256 through the mount: all shards match the raw files")
+        print(f"{'load':<10} {'raw MB/s':>22} {'mount MB/s':>22} {'mount/raw':>10}")
+        for name, _ in loads:
+            raw, mnt = results[(name, "raw")], results[(name, "mount")]
+            print(f"{name:<10} {fmt(raw):>22} {fmt(mnt):>22} {statistics.median(mnt) / statistics.median(raw):>10.2f}")
+        if warm["mount"]:
+            print(f"{'warm':<10} {fmt(warm['raw']):>22} {fmt(warm['mount']):>22} "
+                  f"{statistics.median(warm['mount']) / statistics.median(warm['raw']):>10.2f}")
+            print(f"warm limit, 4 KiB-page tmpfs read: {fmt(warm['shm'])} MB/s; mount/limit "
+                  f"{statistics.median(warm['mount']) / statistics.median(warm['shm']):.2f}")
+        if cache_growth["mount"]:
+            print(f"page-cache growth per cold shard read, x shard size: raw {fmt(cache_growth['raw'], 1, 2)}, "
+                  f"mount {fmt(cache_growth['mount'], 1, 2)}")
+        cache_size = next((o.split("=", 1)[1] for o in options.split(",") if o.startswith("cache_size=")), "256M")
+        print(f"daemon peak RSS {peak_rss / 2**20:.0f} MiB (cache_size {cache_size}); "
+              f"CPU {cpu / (decoded / 1e9):.2f} s per decoded GB; "
+              f"mount time {fmt(mount_times, 1e3, 0)} ms")
+        print(f"load average at end: {loadavg()}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
