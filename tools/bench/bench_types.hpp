@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "microscaling_report.hpp"
 #include "ptwm/base/parallel.hpp"
 #include "timing.hpp"
 
@@ -43,6 +44,7 @@ struct FileResult {
     std::string path, name, dtype;
     uint64_t size = 0, stored = 0, zstd3 = 0, zstd19 = 0;
     Bounds bounds;
+    MicroscalingFigures micro;  // FP4 values and block scales apart (pairs == 0: none)
     // In memory, best of --reps.
     Best pack1, packN, unpack1, unpackN, unpack1_payload, unpackN_payload, z3c, z3d;
     // Command line, best of --cli-reps.

@@ -211,6 +211,7 @@ FileResult bench_file(const std::string& path, const Options& opt, ZipnnPeer* zi
     const std::vector<uint8_t> store_bytes = read_whole(store_path);
     const auto scales = all_chunk_scales(*store);
     r.bounds = compute_bounds(*store);
+    r.micro = measure_microscaling(*store);
     r.dtype = main_dtype(r.bounds);
 
     Zstd zstd;

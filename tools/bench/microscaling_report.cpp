@@ -43,8 +43,7 @@ MicroscalingFigures measure_microscaling(const ptwm::StoreReader& store) {
     return f;
 }
 
-void print_microscaling_report(const ptwm::StoreReader& store, const std::string& label, std::FILE* out) {
-    const MicroscalingFigures f = measure_microscaling(store);
+void print_microscaling_report(const MicroscalingFigures& f, const std::string& label, std::FILE* out) {
     if (f.pairs == 0) return;
     auto r = [](double a, double b) { return b > 0 ? a / b : 0.0; };
     std::fprintf(out, "%s: %zu FP4 tensors with block scales\n", label.c_str(), f.pairs);

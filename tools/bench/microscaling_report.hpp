@@ -18,13 +18,14 @@ struct MicroscalingFigures {
 };
 
 // Decodes the store (checksums checked) and measures; pairs == 0 when it
-// holds no paired FP4 tensor.
+// holds no paired FP4 tensor. codec_bench measures every file once and
+// prints the figures after its table (report.cpp).
 MicroscalingFigures measure_microscaling(const ptwm::StoreReader& store);
 
 // One block per file, nothing for a file without microscaling tensors:
 //   LABEL: N FP4 tensors with block scales
 //     block scales  B bytes: ours R, order-0 bound R, zstd -19 per tensor R  [ok|ABOVE]
 //     FP4 values    B bytes: ours R, order-0 bound R                         [ok|ABOVE]
-void print_microscaling_report(const ptwm::StoreReader& store, const std::string& label, std::FILE* out = stdout);
+void print_microscaling_report(const MicroscalingFigures& f, const std::string& label, std::FILE* out = stdout);
 
 }  // namespace bench

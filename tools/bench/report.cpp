@@ -72,6 +72,15 @@ nlohmann::json to_json(const FileResult& r, const Options& opt) {
         {"decode_payload_vs_zstd3", num(safe_div(r.unpack1_payload.mbps(r.size), r.z3d.mbps(r.size)))},
         {"pack1_vs_zstd3", num(safe_div(r.pack1.mbps(r.size), r.z3c.mbps(r.size)))},
     };
+    if (r.micro.pairs > 0)
+        j["microscaling"] = {{"fp4_tensors", r.micro.pairs},
+                             {"block_scale_bytes", r.micro.scale_bytes},
+                             {"block_scales_ratio", r.micro.scale_stored / r.micro.scale_bytes},
+                             {"block_scales_bound_ratio", r.micro.scale_bound / r.micro.scale_bytes},
+                             {"block_scales_zstd19_ratio", r.micro.scale_zstd19 / r.micro.scale_bytes},
+                             {"fp4_value_bytes", r.micro.fp4_bytes},
+                             {"fp4_values_ratio", r.micro.fp4_stored / r.micro.fp4_bytes},
+                             {"fp4_values_bound_ratio", r.micro.fp4_bound / r.micro.fp4_bytes}};
     if (opt.cli)
         j["cli_mbps"] = {{"pack_j1", num(r.cli_pack1.mbps(r.size))},   {"pack_jN", num(r.cli_packN.mbps(r.size))},
                          {"unpack_j1", num(r.cli_unpack1.mbps(r.size))}, {"unpack_jN", num(r.cli_unpackN.mbps(r.size))},
@@ -185,6 +194,13 @@ void print_table(const std::vector<FileResult>& results, const Options& opt) {
         for (size_t i = 0; i < notes.size(); ++i)
             std::printf("  %-22.22s %s\n", i == 0 ? r.name.c_str() : "", notes[i].c_str());
     }
+
+    // Microscaling files: where FP4 saves is in its block scales, so they
+    // and the FP4 values are judged apart (ratios of their own bytes).
+    bool any_micro = false;
+    for (const FileResult& r : results) any_micro |= r.micro.pairs > 0;
+    if (any_micro) std::printf("\nmicroscaling files, block scales and FP4 values apart:\n");
+    for (const FileResult& r : results) print_microscaling_report(r.micro, r.name, stdout);
 }
 
 }  // namespace bench

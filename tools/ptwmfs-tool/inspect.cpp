@@ -8,12 +8,13 @@
 #include "ptwm/store/plane_stats.hpp"
 #include "ptwm/store/scale_pairs.hpp"
 #include "ptwm/store/store_reader.hpp"
+#include "store_open.hpp"
 
 namespace ptwm::tool {
 namespace {
 
 constexpr const char* kHelp =
-    "usage: ptwmfs-tool inspect [OPTIONS] STORE\n"
+    "usage: ptwmfs-tool inspect [OPTIONS] STORE|URL\n"
     "\n"
     "Print, per tensor: dtype, shape, decomposition, and per plane the codecs used,\n"
     "plane bytes, stored bytes, ratio and the plane's order-0 entropy bound taken\n"
@@ -22,7 +23,10 @@ constexpr const char* kHelp =
     "\n"
     "options:\n"
     "  --json     one JSON document instead of a table\n"
-    "  --chunks   also list every chunk (offsets, lengths, codecs)\n";
+    "  --chunks   also list every chunk (offsets, lengths, codecs)\n"
+    "\n"
+    "STORE may be a URL naming one store: s3://BUCKET/PREFIX/NAME.ptwm or\n"
+    "https://HOST/PATH/NAME.ptwm.\n";
 
 double ratio(double part, double whole) { return whole > 0 ? part / whole : 1.0; }
 
@@ -31,12 +35,14 @@ double ratio(double part, double whole) { return whole > 0 ? part / whole : 1.0;
 int inspect_main(Args& args) {
     if (args.flag("help", "h")) {
         std::fputs(kHelp, stdout);
+        std::fputs(kRemoteHelp, stdout);
         return kOk;
     }
     const bool as_json = args.flag("json");
     const bool list_chunks = args.flag("chunks");
+    const RemoteOptions remote = remote_options(args);
     const std::string path = args.positionals(1, 1)[0];
-    const auto store = StoreReader::open(path);
+    const auto store = open_store(path, remote);
     const auto& tensors = store->header().tensors;
 
     const std::vector<TensorStats> stats = collect_plane_stats(*store);

@@ -57,6 +57,7 @@ bool has_suffix(const std::string& s, const std::string& suffix) {
 int pack_main(Args& args) {
     if (args.flag("help", "h")) {
         std::fputs(kHelp, stdout);
+        std::fputs(kRemoteHelp, stdout);
         return kOk;
     }
     PackOptions opt;

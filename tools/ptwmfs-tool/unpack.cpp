@@ -34,6 +34,7 @@ constexpr const char* kHelp =
 int unpack_main(Args& args) {
     if (args.flag("help", "h")) {
         std::fputs(kHelp, stdout);
+        std::fputs(kRemoteHelp, stdout);
         return kOk;
     }
     DecodeAllOptions opt;

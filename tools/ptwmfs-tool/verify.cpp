@@ -143,6 +143,7 @@ private:
 int verify_main(Args& args) {
     if (args.flag("help", "h")) {
         std::fputs(kHelp, stdout);
+        std::fputs(kRemoteHelp, stdout);
         return kOk;
     }
     std::string value;
