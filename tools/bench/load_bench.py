@@ -31,13 +31,14 @@ import argparse
 import hashlib
 import json
 import os
-import select
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from bench_mount import Mounted
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
@@ -183,54 +184,6 @@ def run_measured(argv, **kwargs):
     return seconds, usage.ru_maxrss * 1024
 
 
-class Mounted:
-    """ptwmfs in the foreground on a temporary mount point; unmounted on exit."""
-
-    def __init__(self, ptwmfs, store, options):
-        self.ptwmfs, self.store, self.options = ptwmfs, store, options
-
-    def __enter__(self):
-        self.path = tempfile.mkdtemp(prefix="ptwmfs-load-")
-        read_end, write_end = os.pipe()
-        opts = ",".join(o for o in (f"auto_unmount,ready_fd={write_end}", self.options) if o)
-        start = time.perf_counter()
-        self.process = subprocess.Popen([self.ptwmfs, self.store, self.path, "-f", "-o", opts], pass_fds=(write_end,))
-        os.close(write_end)
-        ready, _, _ = select.select([read_end], [], [], 120)
-        ok = ready and os.read(read_end, 1) == b"1"
-        self.mount_seconds = time.perf_counter() - start
-        os.close(read_end)
-        if not ok:
-            self.__exit__()
-            sys.exit("ptwmfs did not become ready")
-        return self
-
-    def cpu_seconds(self):
-        with open(f"/proc/{self.process.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def status(self, field):
-        with open(f"/proc/{self.process.pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-        return 0
-
-    def __exit__(self, *exc):
-        if os.path.ismount(self.path):
-            if subprocess.run(["fusermount3", "-u", self.path]).returncode != 0:
-                subprocess.run(["umount", "-l", self.path])
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:  # never became ready, or hangs: leave no daemon behind
-            self.process.terminate()
-            self.process.wait(timeout=30)
-            if os.path.ismount(self.path):
-                subprocess.run(["umount", "-l", self.path])
-        os.rmdir(self.path)
-
-
 # ---------------------------------------------------------------- loads
 
 _buffer = bytearray(BLOCK)
@@ -363,7 +316,7 @@ def main():
         decoded = cpu = 0.0
         mount_times, peak_rss = [], 0
         options = args.options
-        with Mounted(ptwmfs, store_dir, options) as m:
+        with Mounted(ptwmfs, store_dir, options, prefix="ptwmfs-load-") as m:
             mount_times.append(m.mount_seconds)
             for run in range(args.runs):
                 for name, load in loads:
@@ -413,7 +366,7 @@ def main():
                     os.unlink(shm)
             peak_rss = max(peak_rss, m.status("VmHWM"))
         for _ in range(2):
-            with Mounted(ptwmfs, store_dir, options) as m2:
+            with Mounted(ptwmfs, store_dir, options, prefix="ptwmfs-load-") as m2:
                 mount_times.append(m2.mount_seconds)
 
         print("sha256 through the mount: all shards match the raw files")

@@ -29,13 +29,14 @@ for "warm" there whatever the daemon does.
 import argparse
 import os
 import random
-import select
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from bench_mount import Mounted
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BLOCK = 1 << 20
@@ -50,34 +51,6 @@ def drop_caches():
         return True
     except OSError:
         return False
-
-
-class Mounted:
-    """ptwmfs in the foreground on a temporary mount point; unmounted on exit."""
-
-    def __init__(self, ptwmfs, store, options):
-        self.ptwmfs, self.store, self.options = ptwmfs, store, options
-
-    def __enter__(self):
-        self.path = tempfile.mkdtemp(prefix="ptwmfs-bench-")
-        read_end, write_end = os.pipe()
-        opts = ",".join(o for o in (f"auto_unmount,ready_fd={write_end}", self.options) if o)
-        self.process = subprocess.Popen([self.ptwmfs, self.store, self.path, "-f", "-o", opts], pass_fds=(write_end,))
-        os.close(write_end)
-        ready, _, _ = select.select([read_end], [], [], 60)
-        ok = ready and os.read(read_end, 1) == b"1"
-        os.close(read_end)
-        if not ok:
-            self.__exit__()
-            sys.exit("ptwmfs did not become ready")
-        return self
-
-    def __exit__(self, *exc):
-        if os.path.ismount(self.path):
-            if subprocess.run(["fusermount3", "-u", self.path]).returncode != 0:
-                subprocess.run(["umount", "-l", self.path])
-        self.process.wait(timeout=60)
-        os.rmdir(self.path)
 
 
 _buffer = bytearray(BLOCK)

@@ -48,6 +48,11 @@ struct HttpRequest {
     std::span<uint8_t> into;               // a 2xx body goes here when set (else to HttpResponse::body)
 };
 
+// The text of the first <TAG>...</TAG> in an S3 XML body, or "" (S3's
+// answers are small and flat: no XML parser needed for Code, Message,
+// UploadId).
+std::string xml_field(const std::string& body, const std::string& tag);
+
 struct HttpResponse {
     long status = 0;
     std::string etag;             // as sent, quotes included

@@ -73,6 +73,8 @@ bool retryable_curl_error(CURLcode code) {
 
 bool retryable_status(long status) { return status == 429 || status == 408 || (status >= 500 && status < 600); }
 
+}  // namespace
+
 std::string xml_field(const std::string& body, const std::string& tag) {
     const auto b = body.find("<" + tag + ">");
     if (b == std::string::npos) return "";
@@ -80,8 +82,6 @@ std::string xml_field(const std::string& body, const std::string& tag) {
     const auto e = body.find("</" + tag + ">", start);
     return e == std::string::npos ? "" : body.substr(start, e - start);
 }
-
-}  // namespace
 
 std::string HttpResponse::error_code() const { return xml_field(body, "Code"); }
 

@@ -10,14 +10,6 @@
 namespace ptwm::remote {
 namespace {
 
-std::string xml_field(const std::string& body, const std::string& tag) {
-    const auto b = body.find("<" + tag + ">");
-    if (b == std::string::npos) return "";
-    const auto start = b + tag.size() + 2;
-    const auto e = body.find("</" + tag + ">", start);
-    return e == std::string::npos ? "" : body.substr(start, e - start);
-}
-
 // Sub-resources as "?name=value": libcurl's SigV4 signs the query as written,
 // and S3's canonical form of a bare "?uploads" is "uploads=".
 HttpRequest with_query(HttpRequest r, const std::string& query) {
