@@ -58,8 +58,8 @@ int Filesystem::shared_fd(const Node& node) {
 }
 
 AccessPattern& Filesystem::stream_pattern(const Node& node, uint64_t offset, uint64_t length) {
-    // As the prefetcher's reorder slack: readahead requests arrive out of order.
-    constexpr uint64_t kSlack = 4ull << 20;
+    // As the prefetcher's: readahead requests arrive out of order.
+    const uint64_t kSlack = prefetcher_.reorder_slack();
     std::lock_guard lock(streams_mutex_);
     auto& set = streams_[node.ino];
     if (!set) set = std::make_unique<StreamSet>();
@@ -79,9 +79,10 @@ AccessPattern& Filesystem::stream_pattern(const Node& node, uint64_t offset, uin
     return set->patterns[pick];
 }
 
-void Filesystem::set_kernel_readahead(std::string mountpoint, uint64_t bytes) {
+void Filesystem::set_kernel_readahead(std::string mountpoint, uint64_t bytes, bool required) {
     mountpoint_ = std::move(mountpoint);
     kernel_readahead_ = bytes;
+    kernel_readahead_required_ = required;
     kernel_readahead_pending_.store(bytes > 0, std::memory_order_relaxed);
 }
 
@@ -103,8 +104,14 @@ void Filesystem::write_kernel_readahead() {
     FILE* f = device.empty() ? nullptr : fopen(path.c_str(), "w");
     if (f == nullptr || fprintf(f, "%llu\n", static_cast<unsigned long long>(kernel_readahead_ >> 10)) < 0 ||
         fclose(f) != 0) {
-        log_error("kernel_readahead: cannot set %s: %s", device.empty() ? "(mount not found in mountinfo)" : path.c_str(),
-                  strerror(errno));
+        const int error = errno;
+        const char* what = device.empty() ? "(mount not found in mountinfo)" : path.c_str();
+        if (kernel_readahead_required_) {
+            log_error("kernel_readahead: cannot set %s: %s", what, strerror(error));
+        } else {
+            log_info("kernel read-ahead stays at the kernel's default (128K): cannot set %s: %s", what,
+                     strerror(error));
+        }
         return;
     }
 }

@@ -61,8 +61,10 @@ public:
     // -o kernel_readahead: the kernel takes the smaller of its default
     // (128 KiB) and what our INIT reply asks for, so a larger read-ahead
     // window can only be set through sysfs, after INIT: the first request
-    // that follows it does so (apply_kernel_readahead).
-    void set_kernel_readahead(std::string mountpoint, uint64_t bytes);
+    // that follows it does so (apply_kernel_readahead). Only root may; a
+    // failure is an error when the user asked for it (`required`), and a
+    // notice when it was our default.
+    void set_kernel_readahead(std::string mountpoint, uint64_t bytes, bool required);
     void apply_kernel_readahead() {
         if (!kernel_readahead_pending_.load(std::memory_order_relaxed)) return;
         std::call_once(kernel_readahead_once_, [this] { write_kernel_readahead(); });
@@ -88,6 +90,7 @@ private:
     std::atomic<bool> stateless_open_{false};
     std::string mountpoint_;
     uint64_t kernel_readahead_ = 0;
+    bool kernel_readahead_required_ = false;
     std::atomic<bool> kernel_readahead_pending_{false};
     std::once_flag kernel_readahead_once_;
     std::mutex shared_fds_mutex_;

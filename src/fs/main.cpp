@@ -75,12 +75,13 @@ int serve(fuse_args& args, const Options& options) {
         return 1;
     }
     ptwm::ChunkCache cache(options.cache_size);
-    Prefetcher prefetcher(cache, options.workers, options.readahead);
+    Prefetcher prefetcher(cache, options.workers, options.readahead, options.kernel_readahead);
     Filesystem filesystem(*tree, cache, prefetcher);
     if (options.kernel_readahead > 0) {
         // As mountinfo spells it: the absolute path, symlinks resolved.
         std::unique_ptr<char, decltype(&free)> point(realpath(options.fuse.mountpoint, nullptr), &free);
-        filesystem.set_kernel_readahead(point ? point.get() : options.fuse.mountpoint, options.kernel_readahead);
+        filesystem.set_kernel_readahead(point ? point.get() : options.fuse.mountpoint, options.kernel_readahead,
+                                        options.kernel_readahead_given);
     }
 
     fuse_session* session =

@@ -80,8 +80,8 @@ void print_usage(const char* program) {
         "    -o page_cache=POLICY   what reading stores leaves in the page cache: drop\n"
         "                           (default: pages dropped once read), direct (O_DIRECT)\n"
         "                           or keep\n"
-        "    -o kernel_readahead=SIZE  set the mount's kernel read-ahead (needs root;\n"
-        "                           default: the kernel's, 128K)\n"
+        "    -o kernel_readahead=SIZE  the mount's kernel read-ahead (1M; needs root,\n"
+        "                           else the kernel's 128K stays; 0: leave it)\n"
         "    -o stats               print statistics to stderr at exit\n"
         "    -o ready_fd=N          write one byte to fd N once mounted, then close it\n"
         "\n"
@@ -176,6 +176,7 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         !size_option(kernel_readahead.get(), "kernel_readahead", options.kernel_readahead)) {
         return ParseOutcome::exit_failure;
     }
+    options.kernel_readahead_given = kernel_readahead != nullptr;
     if (options.cache_size == 0) {
         fprintf(stderr, "ptwmfs: cache_size must be larger than 0\n");
         return ParseOutcome::exit_failure;

@@ -20,7 +20,11 @@ struct Options {
     uint64_t readahead = 8ull << 20;         // -o readahead=SIZE (decode-ahead window)
     int ready_fd = -1;                       // -o ready_fd=N
     ptwm::PageCachePolicy page_cache = ptwm::PageCachePolicy::drop;  // -o page_cache=keep|drop|direct
-    uint64_t kernel_readahead = 0;           // -o kernel_readahead=SIZE (0: the kernel's)
+    // -o kernel_readahead=SIZE (0: leave the kernel's 128K). 1M by default:
+    // the kernel then sends 1 MiB read requests (max_pages) and keeps one
+    // in flight ahead of a sequential reader.
+    uint64_t kernel_readahead = 1ull << 20;
+    bool kernel_readahead_given = false;     // set explicitly: failing to apply it is an error
     bool print_stats = false;                // -o stats
     // s3:// and https:// stores (store_dir is then the URL as given).
     bool remote = false;

@@ -6,9 +6,9 @@ namespace ptwmfs {
 namespace {
 
 // The kernel issues readahead requests asynchronously and our threads may
-// serve them out of order, so "sequential" allows this much slack around
-// the expected offset.
-constexpr uint64_t kReorderSlack = 4ull << 20;
+// serve them out of order, so "sequential" allows at least this much slack
+// around the expected offset (twice the kernel's window when that is more).
+constexpr uint64_t kMinReorderSlack = 4ull << 20;
 // Reads in a row that must continue each other before decoding ahead: one
 // read of a tensor by a random-access reader should not trigger it.
 constexpr unsigned kSequentialReads = 3;
@@ -17,8 +17,11 @@ constexpr size_t kMaxQueuedJobs = 4096;
 
 }  // namespace
 
-Prefetcher::Prefetcher(ptwm::ChunkCache& cache, unsigned workers, uint64_t window)
-    : cache_(cache), worker_count_(window > 0 ? workers : 0), window_(std::min(window, cache.capacity() / 4)) {}
+Prefetcher::Prefetcher(ptwm::ChunkCache& cache, unsigned workers, uint64_t window, uint64_t kernel_readahead)
+    : cache_(cache),
+      worker_count_(window > 0 ? workers : 0),
+      window_(std::min(window, cache.capacity() / 4)),
+      reorder_slack_(std::max(kMinReorderSlack, 2 * kernel_readahead)) {}
 
 Prefetcher::~Prefetcher() {
     {
@@ -39,8 +42,8 @@ void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint6
     uint64_t from = 0, to = 0, release_from = 0, release_to = 0;
     {
         std::lock_guard lock(pattern.mutex_);
-        const bool continues = offset + kReorderSlack >= pattern.next_offset_ &&
-                               offset <= pattern.next_offset_ + kReorderSlack;
+        const bool continues = offset + reorder_slack_ >= pattern.next_offset_ &&
+                               offset <= pattern.next_offset_ + reorder_slack_;
         if (continues) {
             ++pattern.sequential_run_;
             pattern.next_offset_ = std::max(pattern.next_offset_, end);
@@ -53,9 +56,9 @@ void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint6
         if (pattern.sequential_run_ < kSequentialReads) return;
         // Chunks wholly behind the reader (past the reorder slack) have been
         // served; the kernel's page cache holds their bytes now.
-        if (pattern.next_offset_ > kReorderSlack) {
+        if (pattern.next_offset_ > reorder_slack_) {
             release_from = pattern.released_until_;
-            release_to = pattern.next_offset_ - kReorderSlack;
+            release_to = pattern.next_offset_ - reorder_slack_;
             pattern.released_until_ = std::max(release_from, release_to);
         }
         if (workers_.empty() || window_ == 0) {

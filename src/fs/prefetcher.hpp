@@ -37,8 +37,14 @@ class Prefetcher {
 public:
     // `window` 0 or `workers` 0 disables decode-ahead. The window is capped
     // at a quarter of the cache so decoding ahead cannot evict what readers
-    // are about to use.
-    Prefetcher(ptwm::ChunkCache& cache, unsigned workers, uint64_t window);
+    // are about to use. `kernel_readahead` is the mount's kernel read-ahead
+    // window: its requests arrive out of order by up to about that much, so
+    // the reorder slack grows with it.
+    Prefetcher(ptwm::ChunkCache& cache, unsigned workers, uint64_t window, uint64_t kernel_readahead = 0);
+
+    // How far from the expected offset a read still counts as sequential,
+    // and how far behind a sequential reader chunks are released.
+    uint64_t reorder_slack() const { return reorder_slack_; }
     ~Prefetcher();
     Prefetcher(const Prefetcher&) = delete;
     Prefetcher& operator=(const Prefetcher&) = delete;
@@ -63,6 +69,7 @@ private:
     ptwm::ChunkCache& cache_;
     const unsigned worker_count_;
     const uint64_t window_;
+    const uint64_t reorder_slack_;
     std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<Job> jobs_;

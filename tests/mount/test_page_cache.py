@@ -99,16 +99,26 @@ class PageCachePolicy(unittest.TestCase):
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("bad page_cache 'sometimes'", result.stderr)
 
-    def test_kernel_readahead_sets_the_window(self):
-        if os.geteuid() != 0:
-            self.skipTest("setting a mount's read-ahead needs root")
-        with Mount(self.store, "kernel_readahead=4M") as mount:
+    def read_ahead_kb(self, options):
+        with Mount(self.store, options) as mount:
             os.stat(mount / self.files[0])  # the first request after INIT applies it
             device = os.stat(mount.path).st_dev
             with open(f"/sys/class/bdi/{os.major(device)}:{os.minor(device)}/read_ahead_kb") as f:
-                self.assertEqual(int(f.read()), 4096)
+                window = int(f.read())
             self.assertEqual(sha256_read(mount / self.files[0]),
                              sha256_read(os.path.join(self.original, self.files[0])))
+        return window
+
+    def test_kernel_readahead_sets_the_window(self):
+        if os.geteuid() != 0:
+            self.skipTest("setting a mount's read-ahead needs root")
+        self.assertEqual(self.read_ahead_kb("kernel_readahead=4M"), 4096)
+
+    def test_kernel_readahead_is_1M_by_default_and_0_leaves_the_kernels(self):
+        if os.geteuid() != 0:
+            self.skipTest("setting a mount's read-ahead needs root")
+        self.assertEqual(self.read_ahead_kb(""), 1024)
+        self.assertEqual(self.read_ahead_kb("kernel_readahead=0"), 128)
 
 
 if __name__ == "__main__":

@@ -174,14 +174,26 @@ def build_checkpoint(corpus, out, total, shard_size):
 # ---------------------------------------------------------------- processes
 
 def run_measured(argv, **kwargs):
-    """Runs argv; returns (seconds, peak RSS bytes) of that child alone."""
+    """Runs argv; returns (seconds, peak RSS bytes) of that child alone.
+    The peak is polled from /proc (VmHWM), not taken from wait4: exec
+    carries the parent's high-water mark into the child's ru_maxrss, and
+    this script holds gigabytes after building the checkpoint."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, **kwargs)
-    _, status, usage = os.wait4(proc.pid, 0)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]) * 1024)
+        except OSError:
+            pass
+        time.sleep(0.02)
     seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{argv[0]} failed ({os.waitstatus_to_exitcode(status)})")
-    return seconds, usage.ru_maxrss * 1024
+    if proc.returncode != 0:
+        sys.exit(f"{argv[0]} failed ({proc.returncode})")
+    return seconds, peak
 
 
 # ---------------------------------------------------------------- loads
