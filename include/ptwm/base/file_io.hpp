@@ -9,6 +9,11 @@
 
 namespace ptwm {
 
+// Throws Error naming `source` when a positional read of `wanted` bytes at
+// `offset` got only `got` (the source ends there): the one wording of a
+// truncated read, for files and every other byte source.
+void check_read_complete(const std::string& source, uint64_t offset, size_t wanted, size_t got);
+
 class File {
 public:
     static File open_read(const std::string& path);

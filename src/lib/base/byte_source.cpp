@@ -43,10 +43,7 @@ thread_local AlignedBuffer t_direct;
 }  // namespace
 
 void ByteSource::read_exact(uint64_t offset, std::span<uint8_t> out) const {
-    const size_t done = read_up_to(offset, out);
-    if (done < out.size())
-        throw Error(name() + ": truncated: " + std::to_string(out.size()) + " bytes expected at offset " +
-                    std::to_string(offset) + ", it ends at " + std::to_string(offset + done));
+    check_read_complete(name(), offset, out.size(), read_up_to(offset, out));
 }
 
 std::optional<PageCachePolicy> parse_page_cache_policy(std::string_view text) {

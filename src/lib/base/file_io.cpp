@@ -41,11 +41,14 @@ size_t File::read_up_to(uint64_t offset, std::span<uint8_t> out) const {
     return done;
 }
 
+void check_read_complete(const std::string& source, uint64_t offset, size_t wanted, size_t got) {
+    if (got < wanted)
+        throw Error(source + ": truncated: " + std::to_string(wanted) + " bytes expected at offset " +
+                    std::to_string(offset) + ", it ends at " + std::to_string(offset + got));
+}
+
 void File::read_exact(uint64_t offset, std::span<uint8_t> out) const {
-    const size_t done = read_up_to(offset, out);
-    if (done < out.size())
-        throw Error(path_ + ": truncated: " + std::to_string(out.size()) + " bytes expected at offset " +
-                    std::to_string(offset) + ", the file ends at " + std::to_string(offset + done));
+    check_read_complete(path_, offset, out.size(), read_up_to(offset, out));
 }
 
 AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(std::move(path)) {
