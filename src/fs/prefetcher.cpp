@@ -52,7 +52,9 @@ void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint6
             pattern.next_offset_ = end;
             pattern.queued_until_ = 0;
             pattern.released_until_ = offset;  // a new run: what lies before it is not ours to release
+            pattern.progress_->run.fetch_add(1, std::memory_order_relaxed);
         }
+        pattern.progress_->next_offset.store(pattern.next_offset_, std::memory_order_relaxed);
         if (pattern.sequential_run_ < kSequentialReads) return;
         // Chunks wholly behind the reader (past the reorder slack) have been
         // served; the kernel's page cache holds their bytes now.
@@ -80,6 +82,13 @@ void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint6
 
     auto [first, last] = store.chunks_covering(from, to);
     size_t added = 0;
+    std::shared_ptr<ReaderProgress> progress;
+    uint64_t run = 0;
+    {
+        std::lock_guard lock(pattern.mutex_);
+        progress = pattern.progress_;
+        run = progress->run.load(std::memory_order_relaxed);
+    }
     {
         std::lock_guard lock(mutex_);
         for (size_t i = first; i < last; ++i) {
@@ -87,7 +96,7 @@ void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint6
                 dropped_ += last - i;
                 break;
             }
-            jobs_.push_back({&store, i});
+            jobs_.push_back({&store, i, progress, run});
             ++added;
         }
     }
@@ -109,12 +118,24 @@ void Prefetcher::work() {
             job = jobs_.front();
             jobs_.pop_front();
         }
+        if (is_stale(job)) {
+            ++stale_;
+            continue;
+        }
         job.store->prefetch(job.chunk, cache_);
     }
 }
 
+bool Prefetcher::is_stale(const Job& job) {
+    if (job.progress->run.load(std::memory_order_relaxed) != job.run) return true;
+    // Passed: the reader got it (decoding it itself if it had to); it is
+    // cached still, or released on purpose.
+    const ptwm::ChunkEntry& chunk = job.store->reader().chunk(job.chunk);
+    return chunk.original_offset + chunk.original_length <= job.progress->next_offset.load(std::memory_order_relaxed);
+}
+
 PrefetchStats Prefetcher::stats() const {
-    return {queued_.load(), dropped_.load()};
+    return {queued_.load(), dropped_.load(), stale_.load()};
 }
 
 }  // namespace ptwmfs

@@ -73,7 +73,9 @@ std::string stats_json(const ptwm::ChunkCacheStats& cache, const ReadStats& read
           {"p90", us(reads.latency.quantile_ns(0.90))},
           {"p99", us(reads.latency.quantile_ns(0.99))}}},
     };
-    j["prefetch"] = {{"queued_chunks", prefetch.queued}, {"dropped_chunks", prefetch.dropped}};
+    j["prefetch"] = {{"queued_chunks", prefetch.queued},
+                     {"dropped_chunks", prefetch.dropped},
+                     {"stale_chunks", prefetch.stale}};
     if (const auto remote = remote_stats_source()) j["remote"] = nlohmann::ordered_json::parse(remote());
     return j.dump();
 }
