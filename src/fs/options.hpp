@@ -16,6 +16,12 @@ namespace ptwmfs {
 struct Options {
     std::string store_dir;                   // absolute, symlinks resolved
     uint64_t cache_size = 256ull << 20;      // -o cache_size=SIZE
+    // -o index_cache=SIZE: the bound on loaded stores' prefixes, headers and
+    // chunk indexes (IndexCache). 256M holds the indexes of about 9 million
+    // chunks (2 TB of weights in 256 KiB chunks) or the headers of about 25
+    // shards with 37,000 tensors each: every model we know of reads without
+    // a reload, yet a daemon serving a directory of many models stays bounded.
+    uint64_t index_cache = 256ull << 20;
     unsigned workers = 0;                    // -o workers=N (decode-ahead threads)
     uint64_t readahead = 8ull << 20;         // -o readahead=SIZE (decode-ahead window)
     int ready_fd = -1;                       // -o ready_fd=N
