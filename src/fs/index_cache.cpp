@@ -1,5 +1,7 @@
 #include "index_cache.hpp"
 
+#include <malloc.h>
+
 #include <vector>
 
 #include "store_file.hpp"
@@ -30,6 +32,10 @@ void IndexCache::added(const StoreFile& store, uint64_t bytes, uint64_t load_ns)
                 dropped.push_back(std::move(freed));
             }
         }
+    }
+    if (!dropped.empty()) {
+        dropped.clear();
+        malloc_trim(0);  // the parsed headers' small blocks, as after a load (StoreFile::load)
     }
 }
 

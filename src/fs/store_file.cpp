@@ -1,5 +1,7 @@
 #include "store_file.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -57,6 +59,12 @@ LoadedStorePtr StoreFile::load(IndexCache& indexes) const {
         std::lock_guard lock(loaded_mutex_);
         loaded_ = loaded;
     }
+    // Parsing the header's JSON leaves megabytes of small freed blocks in
+    // this thread's malloc arena, which glibc keeps resident: a load in a
+    // FUSE thread then costs twice what it holds (the daemon serving the
+    // two 2 GB shards of a 4.3 GB checkpoint was at 141 MiB resident
+    // after reading them without this trim, 79 MiB with it).
+    malloc_trim(0);
     const auto elapsed = std::chrono::steady_clock::now() - start;
     indexes.added(*this, loaded->memory_bytes,
                   static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
