@@ -1,14 +1,16 @@
 // Reading a store: open and validate it, map original offsets to chunks,
 // decode one chunk. Thread-safe after open: every read is a pread.
 //
-// An open reader holds the store's header prefix, its parsed header and its
-// chunk index (ChunkIndex, about 30 bytes a chunk): memory_bytes() says how
-// much. The mount opens readers on first read and drops them under a cap;
+// An open reader holds the store's header prefix (the original bytes), a
+// compact table of its tensors (TensorTable, about 30 bytes a tensor) and
+// its chunk index (ChunkIndex, about 30 bytes a chunk): memory_bytes() says
+// how much. The full parsed header is made only when header() asks for it. The mount opens readers on first read and drops them under a cap;
 // read_superblock is what it checks at mount.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "ptwm/store/chunk_index.hpp"
 #include "ptwm/store/safetensors.hpp"
 #include "ptwm/store/store_format.hpp"
+#include "ptwm/store/tensor_table.hpp"
 
 namespace ptwm {
 
@@ -45,8 +48,11 @@ public:
     const ByteSource& source() const { return *source_; }
     const Superblock& superblock() const { return sb_; }
     // The original file's header bytes: original bytes [0, prefix().size()).
-    std::span<const uint8_t> prefix() const { return header_.prefix; }
-    const SafetensorsHeader& header() const { return header_; }
+    std::span<const uint8_t> prefix() const { return prefix_; }
+    // The parsed header (names, metadata), parsed from the prefix on the
+    // first call and kept: tools use it, the mount does not.
+    const SafetensorsHeader& header() const;
+    const TensorTable& tensors() const { return tensors_; }
 
     size_t chunk_count() const { return chunks_.size(); }
     // Entry i, rebuilt from the compact index (a few dozen additions).
@@ -85,7 +91,10 @@ private:
     std::shared_ptr<const ByteSource> source_;
     uint64_t file_size_ = 0;
     Superblock sb_;
-    SafetensorsHeader header_;
+    std::vector<uint8_t> prefix_;
+    TensorTable tensors_;
+    mutable std::once_flag header_once_;
+    mutable std::unique_ptr<SafetensorsHeader> header_;
     ChunkIndex chunks_;
 };
 

@@ -110,26 +110,29 @@ std::unique_ptr<StoreReader> StoreReader::open_shared(std::shared_ptr<const Byte
         f.read_exact(section.offset, stored);
         return decode_section(stored, section, path, name);
     };
+    // Parsed to validate it and build the tensor table, then let go: the
+    // parse holds several times the table (names, JSON metadata).
+    SafetensorsHeader header;
     {
         const std::vector<uint8_t> prefix = read_section(sb.prefix, "safetensors header");
-        r->header_ = parse_safetensors(prefix, sb.original_size, path + " (stored header)");
+        header = parse_safetensors(prefix, sb.original_size, path + " (stored header)");
     }
-    if (r->header_.prefix.size() != sb.prefix.length)
+    if (header.prefix.size() != sb.prefix.length)
         throw Error(path + ": damaged: the stored safetensors header is " + std::to_string(sb.prefix.length) +
-                    " bytes but its length field makes it " + std::to_string(r->header_.prefix.size()));
+                    " bytes but its length field makes it " + std::to_string(header.prefix.size()));
     const std::vector<uint8_t> index = read_section(sb.index, "chunk index");
 
     const uint64_t data_begin = sb.prefix.length, data_end = sb.original_size;
     const uint64_t payload_begin = sb.prefix.offset + sb.prefix.stored_length;
     uint64_t expected_offset = data_begin, stored_end = payload_begin;
     // A grouped chunk's scales must decode on their own: no chains of pairs.
-    std::vector<bool> grouped_tensor(r->header_.tensors.size());
+    std::vector<bool> grouped_tensor(header.tensors.size());
     std::vector<std::pair<size_t, uint32_t>> scale_uses;  // (chunk, scale tensor) of grouped chunks
     r->chunks_.reserve(sb.chunk_count);
     for (size_t i = 0; i < sb.chunk_count; ++i) {
         const ChunkEntry e = decode_chunk_entry(
             std::span<const uint8_t, kChunkEntryBytes>(index.data() + i * kChunkEntryBytes, kChunkEntryBytes));
-        validate_entry(e, i, expected_offset, data_end, r->header_, path);
+        validate_entry(e, i, expected_offset, data_end, header, path);
         if (e.stored_offset < stored_end || e.stored_offset > sb.index.offset ||
             e.stored_length() > sb.index.offset - e.stored_offset)
             throw Error(path + ": index entry " + std::to_string(i) + ": its payload (" + std::to_string(e.stored_length()) +
@@ -150,6 +153,9 @@ std::unique_ptr<StoreReader> StoreReader::open_shared(std::shared_ptr<const Byte
     if (expected_offset != data_end)
         throw Error(path + ": the chunks cover the data section up to " + std::to_string(expected_offset) + " of " +
                     std::to_string(data_end) + " bytes");
+    r->tensors_ = TensorTable(header, sb.original_size);
+    r->prefix_ = std::move(header.prefix);
+    r->prefix_.shrink_to_fit();
     r->source_ = std::move(source);
     return r;
 }
@@ -160,17 +166,30 @@ size_t StoreReader::find_chunk(uint64_t offset) const { return chunks_.find(offs
 
 bool StoreReader::chunk_is_raw(size_t i) const { return chunks_.is_raw(i); }
 
+const SafetensorsHeader& StoreReader::header() const {
+    std::call_once(header_once_, [this] {
+        header_ = std::make_unique<SafetensorsHeader>(parse_safetensors(prefix_, sb_.original_size, path_));
+    });
+    return *header_;
+}
+
 size_t StoreReader::memory_bytes() const {
-    size_t bytes = sizeof(*this) + header_.prefix.capacity() + header_.metadata_json.capacity() +
-                   header_.by_name.capacity() * sizeof(uint32_t) + header_.tensors.capacity() * sizeof(TensorInfo);
-    for (const TensorInfo& t : header_.tensors)
-        bytes += (t.name.capacity() > 15 ? t.name.capacity() + 1 : 0) + t.shape.capacity() * sizeof(uint64_t);
-    return bytes + chunks_.memory_bytes();
+    // Not counting a header() parse: the mount asks for one only to name
+    // the tensor of a damaged chunk.
+    return sizeof(*this) + prefix_.capacity() + tensors_.memory_bytes() + chunks_.memory_bytes();
 }
 
 std::string StoreReader::describe_chunk(size_t i) const {
     const uint32_t t = chunks_.tensor(i);
-    std::string tensor = t < header_.tensors.size() ? header_.tensors[t].name : "?";
+    // Names are in the full header only: the first message about a damaged
+    // chunk parses it, and the reader keeps it from then on.
+    std::string tensor = "?";
+    try {
+        const SafetensorsHeader& h = header();
+        if (t < h.tensors.size()) tensor = h.tensors[t].name;
+    } catch (const std::exception&) {
+        // It parsed when the store opened, so this cannot fail; "?" if it does.
+    }
     return path_ + ", chunk " + std::to_string(i) + " (tensor '" + tensor + "', original offset " +
            std::to_string(chunks_.original_offset(i)) + ")";
 }
@@ -178,8 +197,7 @@ std::string StoreReader::describe_chunk(size_t i) const {
 void StoreReader::read_scales(size_t i, std::vector<uint8_t>& scales) const {
     const ChunkEntry e = chunk(i);
     const unsigned bb = block_bytes(e.decomposition);
-    const TensorInfo& t = header_.tensors[e.tensor];
-    const uint64_t begin = header_.tensors[e.scale_tensor].begin + (e.original_offset - t.begin) / bb;
+    const uint64_t begin = tensors_.begin(e.scale_tensor) + (e.original_offset - tensors_.begin(e.tensor)) / bb;
     scales.resize(e.original_length / bb);
     // The scale tensor's chunks are never grouped (checked at open), so this
     // does not recurse; it uses its own buffer, not t_partial, which a
@@ -196,7 +214,8 @@ void StoreReader::read_scales(size_t i, std::vector<uint8_t>& scales) const {
 }
 
 TensorLayout StoreReader::chunk_layout(size_t i) const {
-    return tensor_layout(header_.tensors[chunks_.tensor(i)], chunks_.original_offset(i));
+    const uint32_t t = chunks_.tensor(i);
+    return {tensors_.shape(t), chunks_.original_offset(i) - tensors_.begin(t), tensors_.dtype(t), {}};
 }
 
 std::vector<uint8_t> StoreReader::chunk_scales(size_t i) const {
@@ -226,11 +245,11 @@ void StoreReader::read(uint64_t offset, std::span<uint8_t> out) const {
         throw Error(path_ + ": read of " + std::to_string(out.size()) + " bytes at " + std::to_string(offset) +
                     " runs past the original size " + std::to_string(original_size()));
     const uint64_t end = offset + out.size();
-    const uint64_t prefix_end = header_.prefix.size();
+    const uint64_t prefix_end = prefix_.size();
     uint64_t at = offset;
     if (at < prefix_end) {
         const uint64_t n = std::min(end, prefix_end) - at;
-        std::memcpy(out.data(), header_.prefix.data() + at, n);
+        std::memcpy(out.data(), prefix_.data() + at, n);
         at += n;
     }
     while (at < end) {
