@@ -5,8 +5,9 @@ superblock is sound but whose index is damaged mounts as a store, and only
 its reads fail (EIO, logged once)."""
 import errno
 import os
-import shutil
+import random
 import struct
+import threading
 import unittest
 
 from ptwmfs_testlib import Mount, TempDir, make_model, pack, regular_files, sha256_mmap, sha256_read
@@ -105,6 +106,43 @@ class IndexCache(unittest.TestCase):
         self.assertLessEqual(index["loaded_stores"], 2, index)
         self.assertEqual(index["load_failures"], 0, index)
         self.assertNotIn("not a usable store", log)
+
+    def test_concurrent_readers_under_a_tiny_cap(self):
+        """Threads reading random ranges of random files load, drop and
+        reload stores under each other; every byte is still right."""
+        originals = {}
+        for rel in self.files:
+            with open(os.path.join(self.original, rel), "rb") as f:
+                originals[rel] = f.read()
+        failures = []
+        with Mount(self.store, "index_cache=1") as mount:
+            def reader(seed):
+                rng = random.Random(seed)
+                try:
+                    for _ in range(150):
+                        rel = rng.choice(self.files)
+                        want = originals[rel]
+                        offset = rng.randrange(len(want)) if want else 0
+                        length = rng.randrange(1, 1 << 18)
+                        with open(mount / rel, "rb", buffering=0) as f:
+                            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)  # reach the daemon
+                            got = os.pread(f.fileno(), length, offset)
+                        if got != want[offset:offset + length]:
+                            failures.append((rel, offset, length))
+                except Exception as e:  # reported below, not lost in the thread
+                    failures.append(repr(e))
+            threads = [threading.Thread(target=reader, args=(seed,)) for seed in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            index = mount.stats()["index"]
+            reads = mount.stats()["reads"]
+        self.assertEqual(failures, [])
+        self.assertEqual(reads["errors"], 0)
+        self.assertGreater(index["drops"], 0, index)
+        self.assertGreater(index["loads"], len(self.stores), index)
+        self.assertEqual(index["load_failures"], 0, index)
 
     def test_default_cap_keeps_every_store_loaded(self):
         with Mount(self.store) as mount:
