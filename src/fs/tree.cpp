@@ -135,7 +135,7 @@ private:
     static void open_store(int dir_fd, const std::string& name, const std::string& path, Candidate& c) {
         try {
             {
-                // The scan never follows a symlink; a .ptwm name that is one is a plain entry.
+                // Refused if the name became a symlink since classify saw a regular file.
                 UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
                 if (!fd) ptwm::throw_errno(path, "cannot open");
             }
