@@ -80,8 +80,9 @@ LoadedStorePtr StoreFile::open_loaded() const {
                           " bytes (from its superblock or the manifest at mount), the store now holds a file of " +
                           std::to_string(loaded->reader->original_size()));
     const size_t chunks = loaded->reader->chunk_count();
-    loaded->raw_verified = std::make_unique<std::atomic<bool>[]>(chunks);
-    loaded->memory_bytes = sizeof(LoadedStore) + loaded->reader->memory_bytes() + chunks * sizeof(std::atomic<bool>);
+    const size_t words = (chunks + 63) / 64;
+    loaded->raw_verified = std::make_unique<std::atomic<uint64_t>[]>(words);
+    loaded->memory_bytes = sizeof(LoadedStore) + loaded->reader->memory_bytes() + words * sizeof(uint64_t);
     return loaded;
 }
 
@@ -142,11 +143,11 @@ void StoreFile::gather_raw(const LoadedStore& loaded, size_t index, uint64_t beg
     const uint64_t n = end - begin;
     out.raw_bytes += n;
 
-    if (!loaded.raw_verified[index].load(std::memory_order_relaxed)) {
+    if (!loaded.raw_chunk_verified(index)) {
         // Concurrent first readers may both verify: harmless and rare.
         auto data = std::make_shared<ptwm::ChunkData>(chunk.original_length);
         decode(loaded, index, data->writable_bytes());
-        loaded.raw_verified[index].store(true, std::memory_order_relaxed);
+        loaded.set_raw_chunk_verified(index);
         out.pieces.push_back({data->writable_bytes().data() + within, n});
         out.held.push_back(std::move(data));
         return;

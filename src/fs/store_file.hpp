@@ -46,9 +46,17 @@ struct GatheredRead {
 // index cap) never pulls it from under them; it is freed with the last one.
 struct LoadedStore {
     std::unique_ptr<ptwm::StoreReader> reader;
-    // Raw chunks' checksums are checked on their first read (gather_raw).
-    std::unique_ptr<std::atomic<bool>[]> raw_verified;
-    size_t memory_bytes = 0;  // reader and flags
+    // Raw chunks' checksums are checked on their first read (gather_raw):
+    // one bit a chunk.
+    std::unique_ptr<std::atomic<uint64_t>[]> raw_verified;
+    size_t memory_bytes = 0;  // reader and bits
+
+    bool raw_chunk_verified(size_t i) const {
+        return (raw_verified[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1;
+    }
+    void set_raw_chunk_verified(size_t i) const {
+        raw_verified[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_relaxed);
+    }
 };
 using LoadedStorePtr = std::shared_ptr<const LoadedStore>;
 
