@@ -25,8 +25,8 @@ struct OpenFile {
     AccessPattern pattern;  // stores: for decode-ahead
 };
 
-Filesystem::Filesystem(const Tree& tree, ptwm::ChunkCache& cache, Prefetcher& prefetcher)
-    : tree_(tree), cache_(cache), prefetcher_(prefetcher) {}
+Filesystem::Filesystem(const Tree& tree, ptwm::ChunkCache& cache, IndexCache& indexes, Prefetcher& prefetcher)
+    : tree_(tree), cache_(cache), indexes_(indexes), prefetcher_(prefetcher) {}
 
 Filesystem::~Filesystem() = default;
 
@@ -278,8 +278,18 @@ void read_store(fuse_req_t req, Filesystem& fs, const Node& node, OpenFile* file
     // Per thread, so its scratch buffer is allocated once per thread.
     thread_local GatheredRead gathered;
     gathered.clear();
+    // Loaded on first read (opens may never reach us, see stateless_open),
+    // and held until the reply is written so the index cap cannot drop it.
+    LoadedStorePtr loaded;
     try {
-        store.gather(static_cast<uint64_t>(offset), size, fs.cache(), gathered);
+        loaded = store.load(fs.indexes());
+    } catch (const std::exception&) {
+        ++stats.errors;  // logged where the load failed
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    try {
+        store.gather(*loaded, static_cast<uint64_t>(offset), size, fs.cache(), gathered);
     } catch (const ptwm::CorruptData&) {
         ++stats.errors;  // logged once per chunk where it was found
         gathered.clear();
@@ -287,7 +297,7 @@ void read_store(fuse_req_t req, Filesystem& fs, const Node& node, OpenFile* file
         return;
     } catch (const std::exception& e) {
         ++stats.errors;
-        log_error("%s: read of %zu bytes at %lld failed: %s", store.reader().path().c_str(), size,
+        log_error("%s: read of %zu bytes at %lld failed: %s", store.name().c_str(), size,
                   static_cast<long long>(offset), e.what());
         gathered.clear();
         fuse_reply_err(req, EIO);
@@ -295,7 +305,7 @@ void read_store(fuse_req_t req, Filesystem& fs, const Node& node, OpenFile* file
     }
     AccessPattern& pattern = file != nullptr ? file->pattern
                                              : fs.stream_pattern(node, static_cast<uint64_t>(offset), size);
-    fs.prefetcher().note_read(pattern, store, static_cast<uint64_t>(offset), size);
+    fs.prefetcher().note_read(pattern, store, loaded, static_cast<uint64_t>(offset), size);
 
     uint64_t bytes = 0;
     for (const iovec& piece : gathered.pieces) bytes += piece.iov_len;
@@ -417,7 +427,7 @@ const fuse_lowlevel_ops& Filesystem::operations() {
 }
 
 std::string Filesystem::stats_json() const {
-    return ptwmfs::stats_json(cache_.stats(), read_stats_, prefetcher_.stats());
+    return ptwmfs::stats_json(cache_.stats(), indexes_.stats(), read_stats_, prefetcher_.stats());
 }
 
 }  // namespace ptwmfs

@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "index_cache.hpp"
 #include "prefetcher.hpp"
 #include "ptwm/store/chunk_cache.hpp"
 #include "stats.hpp"
@@ -22,7 +23,7 @@ struct OpenFile;
 
 class Filesystem {
 public:
-    Filesystem(const Tree& tree, ptwm::ChunkCache& cache, Prefetcher& prefetcher);
+    Filesystem(const Tree& tree, ptwm::ChunkCache& cache, IndexCache& indexes, Prefetcher& prefetcher);
     ~Filesystem();  // frees the files the kernel never released
 
     // The operations table; each callback finds this object as the
@@ -33,6 +34,7 @@ public:
 
     const Tree& tree() const { return tree_; }
     ptwm::ChunkCache& cache() { return cache_; }
+    IndexCache& indexes() { return indexes_; }
     Prefetcher& prefetcher() { return prefetcher_; }
     ReadStats& read_stats() { return read_stats_; }
 
@@ -83,6 +85,7 @@ private:
 
     const Tree& tree_;
     ptwm::ChunkCache& cache_;
+    IndexCache& indexes_;
     Prefetcher& prefetcher_;
     ReadStats read_stats_;
     std::mutex open_files_mutex_;

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "filesystem.hpp"
+#include "index_cache.hpp"
 #include "log.hpp"
 #include "options.hpp"
 #include "prefetcher.hpp"
@@ -25,7 +26,7 @@ namespace {
 
 using namespace ptwmfs;
 
-// Every store keeps its file open (index reads and raw chunks), so a large
+// Every local store keeps its file open (index loads and chunk reads), so a large
 // model directory can need more descriptors than the default soft limit.
 void raise_open_file_limit() {
     rlimit limit{};
@@ -75,8 +76,9 @@ int serve(fuse_args& args, const Options& options) {
         return 1;
     }
     ptwm::ChunkCache cache(options.cache_size);
+    IndexCache indexes(options.index_cache);
     Prefetcher prefetcher(cache, options.workers, options.readahead, options.kernel_readahead);
-    Filesystem filesystem(*tree, cache, prefetcher);
+    Filesystem filesystem(*tree, cache, indexes, prefetcher);
     if (options.kernel_readahead > 0) {
         // As mountinfo spells it: the absolute path, symlinks resolved.
         std::unique_ptr<char, decltype(&free)> point(realpath(options.fuse.mountpoint, nullptr), &free);

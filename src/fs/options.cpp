@@ -21,6 +21,7 @@ namespace {
 // What fuse_opt_parse fills; converted into Options afterwards.
 struct RawOptions {
     char* cache_size = nullptr;
+    char* index_cache = nullptr;
     char* readahead = nullptr;
     char* page_cache = nullptr;
     char* kernel_readahead = nullptr;
@@ -39,6 +40,7 @@ struct RawOptions {
 #define PTWMFS_OPT(templ, member, value) {templ, offsetof(RawOptions, member), value}
 const fuse_opt kOptionSpec[] = {
     PTWMFS_OPT("cache_size=%s", cache_size, 0),
+    PTWMFS_OPT("index_cache=%s", index_cache, 0),
     PTWMFS_OPT("readahead=%s", readahead, 0),
     PTWMFS_OPT("page_cache=%s", page_cache, 0),
     PTWMFS_OPT("kernel_readahead=%s", kernel_readahead, 0),
@@ -75,6 +77,8 @@ void print_usage(const char* program) {
         "\n"
         "ptwmfs options:\n"
         "    -o cache_size=SIZE     decoded-chunk cache, bytes with K/M/G suffix (256M)\n"
+        "    -o index_cache=SIZE    stores' headers and chunk indexes kept loaded; the least\n"
+        "                           recently read beyond it are dropped, reloaded on use (256M)\n"
         "    -o workers=N           decode-ahead threads (number of cores; 0: none)\n"
         "    -o readahead=SIZE      decode-ahead window of sequential readers (8M; 0: off)\n"
         "    -o page_cache=POLICY   what reading stores leaves in the page cache: drop\n"
@@ -121,6 +125,7 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     if (fuse_opt_parse(&args, &raw, kOptionSpec, take_store_dir) != 0) return ParseOutcome::exit_failure;
     std::unique_ptr<char, decltype(&free)> store_dir(raw.store_dir, &free);
     std::unique_ptr<char, decltype(&free)> cache_size(raw.cache_size, &free);
+    std::unique_ptr<char, decltype(&free)> index_cache(raw.index_cache, &free);
     std::unique_ptr<char, decltype(&free)> readahead(raw.readahead, &free);
     std::unique_ptr<char, decltype(&free)> disk_cache(raw.disk_cache, &free), disk_cache_size(raw.disk_cache_size, &free),
         s3_endpoint(raw.s3_endpoint, &free), region(raw.region, &free), profile(raw.profile, &free);
@@ -172,6 +177,7 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     }
 
     if (!size_option(cache_size.get(), "cache_size", options.cache_size) ||
+        !size_option(index_cache.get(), "index_cache", options.index_cache) ||
         !size_option(readahead.get(), "readahead", options.readahead) ||
         !size_option(kernel_readahead.get(), "kernel_readahead", options.kernel_readahead)) {
         return ParseOutcome::exit_failure;

@@ -37,7 +37,8 @@ void Prefetcher::start() {
     for (unsigned i = 0; i < worker_count_; ++i) workers_.emplace_back([this] { work(); });
 }
 
-void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint64_t offset, uint64_t length) {
+void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, const LoadedStorePtr& loaded,
+                           uint64_t offset, uint64_t length) {
     const uint64_t end = std::min(offset + length, store.size());
     uint64_t from = 0, to = 0, release_from = 0, release_to = 0;
     {
@@ -72,15 +73,15 @@ void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint6
         if (from < to) pattern.queued_until_ = to;
     }
     if (release_from < release_to) {
-        auto [first, last] = store.chunks_covering(release_from, release_to);
+        auto [first, last] = StoreFile::chunks_covering(*loaded, release_from, release_to);
+        const ptwm::ChunkIndex& index = loaded->reader->index();
         // The last chunk may reach past release_to: keep it.
         for (size_t i = first; i < last; ++i)
-            if (store.reader().chunk(i).original_offset + store.reader().chunk(i).original_length <= release_to)
-                cache_.release({store.id(), i});
+            if (index.original_offset(i) + index.original_length(i) <= release_to) cache_.release({store.id(), i});
     }
     if (from >= to) return;
 
-    auto [first, last] = store.chunks_covering(from, to);
+    auto [first, last] = StoreFile::chunks_covering(*loaded, from, to);
     size_t added = 0;
     std::shared_ptr<ReaderProgress> progress;
     uint64_t run = 0;
@@ -96,7 +97,7 @@ void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, uint6
                 dropped_ += last - i;
                 break;
             }
-            jobs_.push_back({&store, i, progress, run});
+            jobs_.push_back({&store, loaded, i, progress, run});
             ++added;
         }
     }
@@ -122,7 +123,7 @@ void Prefetcher::work() {
             ++stale_;
             continue;
         }
-        job.store->prefetch(job.chunk, cache_);
+        job.store->prefetch(*job.loaded, job.chunk, cache_);
     }
 }
 
@@ -130,7 +131,7 @@ bool Prefetcher::is_stale(const Job& job) {
     if (job.progress->run.load(std::memory_order_relaxed) != job.run) return true;
     // Passed: the reader got it (decoding it itself if it had to); it is
     // cached still, or released on purpose.
-    const ptwm::ChunkEntry& chunk = job.store->reader().chunk(job.chunk);
+    const ptwm::ChunkEntry chunk = job.loaded->reader->chunk(job.chunk);
     return chunk.original_offset + chunk.original_length <= job.progress->next_offset.load(std::memory_order_relaxed);
 }
 

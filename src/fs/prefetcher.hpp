@@ -67,15 +67,18 @@ public:
     // daemon forks when it detaches, and threads do not survive a fork.
     void start();
 
-    // Called after each read of `store` through an open file. For a
+    // Called after each read of `store` through an open file, with the
+    // loaded store the read used (queued jobs keep it loaded). For a
     // sequential reader it also releases the chunks it has left behind.
-    void note_read(AccessPattern& pattern, const StoreFile& store, uint64_t offset, uint64_t length);
+    void note_read(AccessPattern& pattern, const StoreFile& store, const LoadedStorePtr& loaded, uint64_t offset,
+                   uint64_t length);
 
     PrefetchStats stats() const;
 
 private:
     struct Job {
         const StoreFile* store;
+        LoadedStorePtr loaded;
         size_t chunk;
         std::shared_ptr<ReaderProgress> progress;
         uint64_t run;

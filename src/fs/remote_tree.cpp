@@ -12,7 +12,6 @@
 
 #include "log.hpp"
 #include "ptwm/base/error.hpp"
-#include "ptwm/base/parallel.hpp"
 #include "ptwm/remote/http_source.hpp"
 #include "ptwm/remote/manifest.hpp"
 #include "tree.hpp"
@@ -88,22 +87,6 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
     root.attr.st_nlink = 2;
     root.attr.st_ino = FUSE_ROOT_ID;
 
-    // Stores open in parallel: a HEAD and one or two range GETs each.
-    std::vector<const ManifestEntry*> stores;
-    for (const auto& e : manifest.entries)
-        if (e.kind == ManifestEntry::Kind::kStore) stores.push_back(&e);
-    std::vector<std::unique_ptr<ptwm::StoreReader>> readers(stores.size());
-    ptwm::parallel_for(stores.size(), 8, [&](size_t i) {
-        try {
-            readers[i] = ptwm::StoreReader::open(
-                ptwm::remote::HttpSource::open(store, store->object(stores[i]->path), cache));
-        } catch (const std::exception& e) {
-            log_error("%s: not a usable store, left out: %s", store->object(stores[i]->path).text.c_str(), e.what());
-        }
-    });
-    std::map<const ManifestEntry*, std::unique_ptr<ptwm::StoreReader>> reader_of;
-    for (size_t i = 0; i < stores.size(); ++i) reader_of[stores[i]] = std::move(readers[i]);
-
     std::map<std::string, fuse_ino_t> dirs{{"", FUSE_ROOT_ID}};
     for (const auto& e : manifest.entries) {
         const auto parent = dirs.find(parent_of(e.path));
@@ -135,13 +118,18 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
             n.attr.st_size = static_cast<off_t>(e.size);
             break;
         case ManifestEntry::Kind::kStore: {
-            auto& reader = reader_of[&e];
-            if (!reader) continue;
+            // Nothing is fetched per store at mount: the manifest gives the
+            // size, and the store opens on first read (StoreFile::load).
             n.kind = NodeKind::store;
             if (n.name.size() > 5 && n.name.ends_with(".ptwm")) n.name.resize(n.name.size() - 5);
             n.attr.st_mode = S_IFREG | e.mode;
-            n.attr.st_size = static_cast<off_t>(reader->original_size());
-            n.store = std::make_unique<StoreFile>(tree.nodes_.size(), std::move(reader), UniqueFd(-1));
+            n.attr.st_size = static_cast<off_t>(e.original_size);
+            const ptwm::remote::RemoteUrl object = store->object(e.path);
+            n.store = std::make_unique<StoreFile>(
+                tree.nodes_.size(), object.text, e.original_size,
+                [store, cache, object]() -> std::shared_ptr<const ptwm::ByteSource> {
+                    return ptwm::remote::HttpSource::open(store, object, cache);
+                });
             break;
         }
         }

@@ -46,7 +46,8 @@ std::function<std::string()>& remote_stats_source() {
     return source;
 }
 
-std::string stats_json(const ptwm::ChunkCacheStats& cache, const ReadStats& reads, const PrefetchStats& prefetch) {
+std::string stats_json(const ptwm::ChunkCacheStats& cache, const IndexCacheStats& indexes, const ReadStats& reads,
+                       const PrefetchStats& prefetch) {
     auto us = [](uint64_t ns) { return static_cast<double>(ns) / 1e3; };
     nlohmann::ordered_json j;
     j["cache"] = {
@@ -61,6 +62,16 @@ std::string stats_json(const ptwm::ChunkCacheStats& cache, const ReadStats& read
         {"decode_failures", cache.decode_failures},
         {"evictions", cache.evictions},
         {"released", cache.released},
+    };
+    // Stores' prefixes, parsed headers and chunk indexes (-o index_cache).
+    j["index"] = {
+        {"capacity_bytes", indexes.capacity_bytes},
+        {"held_bytes", indexes.held_bytes},
+        {"loaded_stores", indexes.loaded_stores},
+        {"loads", indexes.loads},
+        {"drops", indexes.drops},
+        {"load_failures", indexes.load_failures},
+        {"load_seconds", static_cast<double>(indexes.load_ns) / 1e9},
     };
     j["reads"] = {
         {"count", reads.reads.load()},

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "index_cache.hpp"
 #include "prefetcher.hpp"
 #include "ptwm/store/chunk_cache.hpp"
 
@@ -43,6 +44,7 @@ struct ReadStats {
 // under "remote".
 std::function<std::string()>& remote_stats_source();
 
-std::string stats_json(const ptwm::ChunkCacheStats& cache, const ReadStats& reads, const PrefetchStats& prefetch);
+std::string stats_json(const ptwm::ChunkCacheStats& cache, const IndexCacheStats& indexes, const ReadStats& reads,
+                       const PrefetchStats& prefetch);
 
 }  // namespace ptwmfs

@@ -1,10 +1,15 @@
 #include "store_file.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 
+#include "index_cache.hpp"
 #include "log.hpp"
 #include "ptwm/base/error.hpp"
+#include "ptwm/remote/http_client.hpp"
 
 namespace ptwmfs {
 
@@ -16,27 +21,97 @@ void GatheredRead::clear() {
     raw_bytes = 0;
 }
 
-StoreFile::StoreFile(uint64_t id, std::unique_ptr<ptwm::StoreReader> reader, UniqueFd raw_fd)
-    : id_(id),
-      reader_(std::move(reader)),
-      raw_fd_(std::move(raw_fd)),
-      raw_verified_(std::make_unique<std::atomic<bool>[]>(reader_->chunk_count())) {}
+StoreFile::StoreFile(uint64_t id, std::string name, uint64_t original_size, SourceOpener open_source)
+    : id_(id), name_(std::move(name)), original_size_(original_size), open_source_(std::move(open_source)) {}
 
-std::pair<size_t, size_t> StoreFile::chunks_covering(uint64_t begin, uint64_t end) const {
-    begin = std::max<uint64_t>(begin, reader_->prefix().size());
-    end = std::min(end, size());
-    if (begin >= end) return {0, 0};
-    return {reader_->find_chunk(begin), reader_->find_chunk(end - 1) + 1};
+StoreFile::StoreFile(uint64_t id, std::shared_ptr<const ptwm::ByteSource> source, uint64_t original_size)
+    : id_(id), name_(source->name()), original_size_(original_size), source_(std::move(source)) {}
+
+LoadedStorePtr StoreFile::load(IndexCache& indexes) const {
+    auto loaded_now = [this] {
+        std::lock_guard lock(loaded_mutex_);
+        return loaded_;
+    };
+    if (LoadedStorePtr loaded = loaded_now()) {
+        indexes.touched(*this);
+        return loaded;
+    }
+    std::lock_guard load_lock(load_mutex_);  // concurrent first readers wait here for one load
+    if (LoadedStorePtr loaded = loaded_now()) {
+        indexes.touched(*this);
+        return loaded;
+    }
+    if (failed_) throw ptwm::Error(load_error_);
+    const auto start = std::chrono::steady_clock::now();
+    LoadedStorePtr loaded;
+    try {
+        loaded = open_loaded();
+    } catch (const std::exception& e) {
+        indexes.load_failed();
+        const auto* remote = dynamic_cast<const ptwm::remote::RemoteError*>(&e);
+        if (remote != nullptr && remote->transient()) throw;  // the next read tries again
+        failed_ = true;
+        load_error_ = e.what();
+        log_error("%s: not a usable store: %s; reads of it fail with EIO", name_.c_str(), e.what());
+        throw ptwm::Error(load_error_);
+    }
+    {
+        std::lock_guard lock(loaded_mutex_);
+        loaded_ = loaded;
+    }
+    // Parsing the header's JSON leaves megabytes of small freed blocks in
+    // this thread's malloc arena, which glibc keeps resident: a load in a
+    // FUSE thread then costs twice what it holds (the daemon serving the
+    // two 2 GB shards of a 4.3 GB checkpoint was at 141 MiB resident
+    // after reading them without this trim, 79 MiB with it).
+    malloc_trim(0);
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    indexes.added(*this, loaded->memory_bytes,
+                  static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
+    return loaded;
 }
 
-void StoreFile::gather(uint64_t offset, uint64_t length, ptwm::ChunkCache& cache, GatheredRead& out) const {
+LoadedStorePtr StoreFile::open_loaded() const {
+    if (!source_) source_ = open_source_();
+    auto loaded = std::make_shared<LoadedStore>();
+    loaded->reader = ptwm::StoreReader::open_shared(source_);
+    if (loaded->reader->original_size() != original_size_)
+        throw ptwm::Error(name_ + ": changed since it was opened: the mount shows " + std::to_string(original_size_) +
+                          " bytes (from its superblock or the manifest at mount), the store now holds a file of " +
+                          std::to_string(loaded->reader->original_size()));
+    const size_t chunks = loaded->reader->chunk_count();
+    const size_t words = (chunks + 63) / 64;
+    loaded->raw_verified = std::make_unique<std::atomic<uint64_t>[]>(words);
+    loaded->memory_bytes = sizeof(LoadedStore) + loaded->reader->memory_bytes() + words * sizeof(uint64_t);
+    return loaded;
+}
+
+LoadedStorePtr StoreFile::drop_if_unused() const {
+    std::lock_guard lock(loaded_mutex_);
+    // Only copies taken under this lock add owners, so none can appear
+    // between the count and the reset.
+    if (!loaded_ || loaded_.use_count() > 1) return nullptr;
+    return std::move(loaded_);
+}
+
+std::pair<size_t, size_t> StoreFile::chunks_covering(const LoadedStore& loaded, uint64_t begin, uint64_t end) {
+    const ptwm::StoreReader& reader = *loaded.reader;
+    begin = std::max<uint64_t>(begin, reader.prefix().size());
+    end = std::min(end, reader.original_size());
+    if (begin >= end) return {0, 0};
+    return {reader.find_chunk(begin), reader.find_chunk(end - 1) + 1};
+}
+
+void StoreFile::gather(const LoadedStore& loaded, uint64_t offset, uint64_t length, ptwm::ChunkCache& cache,
+                       GatheredRead& out) const {
+    const ptwm::StoreReader& reader = *loaded.reader;
     const uint64_t end = std::min(offset + length, size());
     if (offset >= end) return;
     // Sized once, before any piece points into it.
     if (out.scratch.size() < end - offset) out.scratch.resize(end - offset);
 
     uint64_t pos = offset;
-    const auto prefix = reader_->prefix();
+    const auto prefix = reader.prefix();
     if (pos < prefix.size()) {
         const uint64_t n = std::min<uint64_t>(end, prefix.size()) - pos;
         out.pieces.push_back({const_cast<uint8_t*>(prefix.data() + pos), n});
@@ -44,33 +119,35 @@ void StoreFile::gather(uint64_t offset, uint64_t length, ptwm::ChunkCache& cache
         pos += n;
     }
     while (pos < end) {
-        const size_t index = reader_->find_chunk(pos);
-        const ptwm::ChunkEntry& chunk = reader_->chunk(index);
-        const uint64_t piece_end = std::min(end, chunk.original_offset + chunk.original_length);
-        if (reader_->chunk_is_raw(index)) {
-            gather_raw(index, pos, piece_end, out);
+        const size_t index = reader.find_chunk(pos);
+        const uint64_t chunk_offset = reader.index().original_offset(index);
+        const uint32_t chunk_length = reader.index().original_length(index);
+        const uint64_t piece_end = std::min(end, chunk_offset + chunk_length);
+        if (reader.chunk_is_raw(index)) {
+            gather_raw(loaded, index, pos, piece_end, out);
         } else {
-            ptwm::ChunkPtr data = cache.get({id_, index}, chunk.original_length,
-                                            [&](std::span<uint8_t> bytes) { decode(index, bytes); });
-            out.pieces.push_back(
-                {const_cast<uint8_t*>(data->bytes().data() + (pos - chunk.original_offset)), piece_end - pos});
+            ptwm::ChunkPtr data = cache.get({id_, index}, chunk_length,
+                                            [&](std::span<uint8_t> bytes) { decode(loaded, index, bytes); });
+            out.pieces.push_back({const_cast<uint8_t*>(data->bytes().data() + (pos - chunk_offset)), piece_end - pos});
             out.held.push_back(std::move(data));
         }
         pos = piece_end;
     }
 }
 
-void StoreFile::gather_raw(size_t index, uint64_t begin, uint64_t end, GatheredRead& out) const {
-    const ptwm::ChunkEntry& chunk = reader_->chunk(index);
+void StoreFile::gather_raw(const LoadedStore& loaded, size_t index, uint64_t begin, uint64_t end,
+                           GatheredRead& out) const {
+    const ptwm::StoreReader& reader = *loaded.reader;
+    const ptwm::ChunkEntry chunk = reader.chunk(index);
     const uint64_t within = begin - chunk.original_offset;
     const uint64_t n = end - begin;
     out.raw_bytes += n;
 
-    if (!raw_verified_[index].load(std::memory_order_relaxed)) {
+    if (!loaded.raw_chunk_verified(index)) {
         // Concurrent first readers may both verify: harmless and rare.
         auto data = std::make_shared<ptwm::ChunkData>(chunk.original_length);
-        decode(index, data->writable_bytes());
-        raw_verified_[index].store(true, std::memory_order_relaxed);
+        decode(loaded, index, data->writable_bytes());
+        loaded.set_raw_chunk_verified(index);
         out.pieces.push_back({data->writable_bytes().data() + within, n});
         out.held.push_back(std::move(data));
         return;
@@ -80,28 +157,29 @@ void StoreFile::gather_raw(size_t index, uint64_t begin, uint64_t end, GatheredR
     out.scratch_used += n;
     // Through the reader's source, so the mount's page-cache policy holds
     // for raw chunks too.
-    const ptwm::ByteSource& source = reader_->source();
+    const ptwm::ByteSource& source = reader.source();
     if (source.read_up_to(chunk.stored_offset + within, {dest, n}) < n)
-        throw ptwm::Error(reader_->path() + ": store ends inside " + reader_->describe_chunk(index));
+        throw ptwm::Error(reader.path() + ": store ends inside " + reader.describe_chunk(index));
     out.pieces.push_back({dest, n});
 }
 
-void StoreFile::prefetch(size_t index, ptwm::ChunkCache& cache) const {
+void StoreFile::prefetch(const LoadedStore& loaded, size_t index, ptwm::ChunkCache& cache) const {
+    const ptwm::StoreReader& reader = *loaded.reader;
     // Checked first so a chunk a reader already fetched does not count as a hit.
-    if (reader_->chunk_is_raw(index) || cache.contains({id_, index})) return;
-    const ptwm::ChunkEntry& chunk = reader_->chunk(index);
+    if (reader.chunk_is_raw(index) || cache.contains({id_, index})) return;
     try {
-        cache.get({id_, index}, chunk.original_length, [&](std::span<uint8_t> bytes) { decode(index, bytes); });
+        cache.get({id_, index}, reader.index().original_length(index),
+                  [&](std::span<uint8_t> bytes) { decode(loaded, index, bytes); });
     } catch (const ptwm::CorruptData&) {
         // Already reported; the reader that reaches it gets EIO.
     } catch (const std::exception& e) {
-        log_error("%s: decoding ahead: %s", reader_->path().c_str(), e.what());
+        log_error("%s: decoding ahead: %s", name_.c_str(), e.what());
     }
 }
 
-void StoreFile::decode(size_t index, std::span<uint8_t> out) const {
+void StoreFile::decode(const LoadedStore& loaded, size_t index, std::span<uint8_t> out) const {
     try {
-        reader_->decode_chunk(index, out);
+        loaded.reader->decode_chunk(index, out);
     } catch (const ptwm::CorruptData& e) {
         report_corruption(index, e);
         throw;

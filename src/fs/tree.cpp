@@ -26,8 +26,7 @@ struct Candidate {
     struct stat attr {};
     NodeKind kind = NodeKind::regular;
     std::string link_target;
-    std::unique_ptr<ptwm::StoreReader> reader;
-    UniqueFd store_fd;
+    std::shared_ptr<const ptwm::ByteSource> store_source;  // stores: open, superblock checked
 };
 
 std::vector<std::string> list_directory(int dir_fd, const std::string& path) {
@@ -129,16 +128,24 @@ private:
         return c;
     }
 
+    // Only the superblock is read here (one pread of 128 bytes): it gives
+    // the size the mount shows. The header and index load on first read
+    // (StoreFile::load), so a store whose superblock is sound but whose
+    // header or index is damaged is shown as a store and its reads fail.
     static void open_store(int dir_fd, const std::string& name, const std::string& path, Candidate& c) {
         try {
-            UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-            if (!fd) ptwm::throw_errno(path, "cannot open");
-            c.reader = ptwm::StoreReader::open(path);
-            c.store_fd = std::move(fd);
+            {
+                // Refused if the name became a symlink since classify saw a regular file.
+                UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+                if (!fd) ptwm::throw_errno(path, "cannot open");
+            }
+            std::shared_ptr<const ptwm::ByteSource> source = ptwm::LocalFileSource::open(path);
+            const ptwm::Superblock sb = ptwm::StoreReader::read_superblock(*source);
+            c.store_source = std::move(source);
             c.kind = NodeKind::store;
             c.shown_name = name.substr(0, name.size() - kStoreSuffix.size());
-            c.attr.st_size = static_cast<off_t>(c.reader->original_size());
-            c.attr.st_blocks = static_cast<blkcnt_t>((c.reader->original_size() + 511) / 512);
+            c.attr.st_size = static_cast<off_t>(sb.original_size);
+            c.attr.st_blocks = static_cast<blkcnt_t>((sb.original_size + 511) / 512);
         } catch (const std::exception& e) {
             log_error("%s: not a usable store, shown as the plain file it is: %s", path.c_str(), e.what());
         }
@@ -155,7 +162,8 @@ private:
         node.attr = c.attr;
         node.attr.st_ino = ino;
         node.link_target = std::move(c.link_target);
-        if (c.reader) node.store = std::make_unique<StoreFile>(ino, std::move(c.reader), std::move(c.store_fd));
+        if (c.store_source)
+            node.store = std::make_unique<StoreFile>(ino, std::move(c.store_source), static_cast<uint64_t>(c.attr.st_size));
         return ino;
     }
 

@@ -34,17 +34,21 @@ struct Node {
 
 class Tree {
 public:
-    // Walks `store_dir` (absolute). Stores that fail to open are logged and
-    // shown as the plain .ptwm files they are; special files (devices,
+    // Walks `store_dir` (absolute), reading only each store's superblock.
+    // Stores whose superblock fails to open or validate are logged and
+    // shown as the plain .ptwm files they are; a store with a sound
+    // superblock and a damaged header or index is shown as a store whose
+    // reads fail with EIO (found on first read). Special files (devices,
     // FIFOs, sockets) are logged and left out. Throws ptwm::Error when the
     // directory itself cannot be read.
     static Tree scan(const std::string& store_dir);
 
     // The tree a manifest lists at an s3:// or https:// URL (remote_tree.cpp):
-    // every store opened through an HttpSource behind `cache` (its size,
-    // ETag and index fetched now, or taken from the cache when the server
-    // cannot be reached). Throws ptwm::Error when there is no manifest to
-    // be had.
+    // stores are shown with the original size the manifest gives, and
+    // opened through an HttpSource behind `cache` on first read (its size
+    // and ETag, superblock, header and index fetched then, or taken from the
+    // cache when the server cannot be reached). Throws ptwm::Error when
+    // there is no manifest to be had.
     static Tree load_remote(std::shared_ptr<ptwm::remote::ObjectStore> store,
                             std::shared_ptr<ptwm::remote::DiskCache> cache);
 

@@ -1,16 +1,25 @@
 // Reading a store: open and validate it, map original offsets to chunks,
 // decode one chunk. Thread-safe after open: every read is a pread.
+//
+// An open reader holds the store's header prefix (the original bytes), a
+// compact table of its tensors (TensorTable, about 30 bytes a tensor) and
+// its chunk index (ChunkIndex, about 30 bytes a chunk): memory_bytes() says
+// how much. The full parsed header is made only when header() asks for it. The mount opens readers on first read and drops them under a cap;
+// read_superblock is what it checks at mount.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ptwm/base/byte_source.hpp"
+#include "ptwm/store/chunk_index.hpp"
 #include "ptwm/store/safetensors.hpp"
 #include "ptwm/store/store_format.hpp"
+#include "ptwm/store/tensor_table.hpp"
 
 namespace ptwm {
 
@@ -22,6 +31,13 @@ public:
     static std::unique_ptr<StoreReader> open(const std::string& path);
     // The same over any byte source (a local file, an object store).
     static std::unique_ptr<StoreReader> open(std::unique_ptr<ByteSource> source);
+    // The same over a source others share (the mount keeps one per store
+    // and opens readers over it again after dropping them).
+    static std::unique_ptr<StoreReader> open_shared(std::shared_ptr<const ByteSource> source);
+    // Reads and validates only the superblock (magic, version, checksum,
+    // sections and counts within the source's size): what a store must pass
+    // to be shown as one. Throws Error as open does.
+    static Superblock read_superblock(const ByteSource& source);
     ~StoreReader();
     StoreReader(const StoreReader&) = delete;
     StoreReader& operator=(const StoreReader&) = delete;
@@ -32,11 +48,16 @@ public:
     const ByteSource& source() const { return *source_; }
     const Superblock& superblock() const { return sb_; }
     // The original file's header bytes: original bytes [0, prefix().size()).
-    std::span<const uint8_t> prefix() const { return header_.prefix; }
-    const SafetensorsHeader& header() const { return header_; }
+    std::span<const uint8_t> prefix() const { return prefix_; }
+    // The parsed header (names, metadata), parsed from the prefix on the
+    // first call and kept: tools use it, the mount does not.
+    const SafetensorsHeader& header() const;
+    const TensorTable& tensors() const { return tensors_; }
 
     size_t chunk_count() const { return chunks_.size(); }
-    const ChunkEntry& chunk(size_t i) const { return chunks_[i]; }
+    // Entry i, rebuilt from the compact index (a few dozen additions).
+    ChunkEntry chunk(size_t i) const { return chunks_.entry(i); }
+    const ChunkIndex& index() const { return chunks_; }
     // The chunk holding original byte `offset` (prefix().size() <= offset <
     // original_size()); binary search, O(log n).
     size_t find_chunk(uint64_t offset) const;
@@ -56,6 +77,9 @@ public:
     // (unpack, verify, tests). Throws as decode_chunk.
     void read(uint64_t offset, std::span<uint8_t> out) const;
 
+    // Heap bytes this reader holds: prefix, parsed header, index.
+    size_t memory_bytes() const;
+
     // "file F, chunk I (tensor T, original offset O)" for messages.
     std::string describe_chunk(size_t i) const;
 
@@ -64,11 +88,14 @@ private:
     // The block scales of grouped chunk i, decoded from its scale tensor.
     void read_scales(size_t i, std::vector<uint8_t>& scales) const;
     std::string path_;
-    std::unique_ptr<ByteSource> source_;
+    std::shared_ptr<const ByteSource> source_;
     uint64_t file_size_ = 0;
     Superblock sb_;
-    SafetensorsHeader header_;
-    std::vector<ChunkEntry> chunks_;
+    std::vector<uint8_t> prefix_;
+    TensorTable tensors_;
+    mutable std::once_flag header_once_;
+    mutable std::unique_ptr<SafetensorsHeader> header_;
+    ChunkIndex chunks_;
 };
 
 }  // namespace ptwm

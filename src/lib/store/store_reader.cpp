@@ -67,51 +67,72 @@ std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
 }
 
 std::unique_ptr<StoreReader> StoreReader::open(std::unique_ptr<ByteSource> source) {
-    std::unique_ptr<StoreReader> r(new StoreReader());
-    const ByteSource& f = *source;
+    return open_shared(std::move(source));
+}
+
+Superblock StoreReader::read_superblock(const ByteSource& f) {
     const std::string& path = f.name();
-    r->path_ = path;
-    r->file_size_ = f.size();
-    if (r->file_size_ < kSuperblockBytes)
-        throw Error(path + ": not a ptwmfs store: " + std::to_string(r->file_size_) + " bytes, shorter than a superblock");
+    const uint64_t file_size = f.size();
+    if (file_size < kSuperblockBytes)
+        throw Error(path + ": not a ptwmfs store: " + std::to_string(file_size) + " bytes, shorter than a superblock");
     std::array<uint8_t, kSuperblockBytes> super;
     f.read_exact(0, super);
-    r->sb_ = decode_superblock(super, path);
-    const Superblock& sb = r->sb_;
-
-    auto read_section = [&](const Section& section, const char* name) {
-        if (section.offset < kSuperblockBytes || section.offset > r->file_size_ ||
-            section.stored_length > r->file_size_ - section.offset)
-            throw Error(path + ": truncated or damaged: the " + name + " (" + std::to_string(section.stored_length) +
-                        " bytes at offset " + std::to_string(section.offset) + ") lies outside the store (" +
-                        std::to_string(r->file_size_) + " bytes)");
-        std::vector<uint8_t> stored(section.stored_length);
-        f.read_exact(section.offset, stored);
-        return decode_section(stored, section, path, name);
-    };
+    const Superblock sb = decode_superblock(super, path);
+    for (auto [section, name] : {std::pair{&sb.prefix, "safetensors header"}, std::pair{&sb.index, "chunk index"}}) {
+        if (section->offset < kSuperblockBytes || section->offset > file_size ||
+            section->stored_length > file_size - section->offset)
+            throw Error(path + ": truncated or damaged: the " + name + " (" + std::to_string(section->stored_length) +
+                        " bytes at offset " + std::to_string(section->offset) + ") lies outside the store (" +
+                        std::to_string(file_size) + " bytes)");
+    }
     // Bounds before allocating what the superblock claims.
     if (sb.prefix.length < 8 || sb.prefix.length > 8 + kMaxHeaderBytes || sb.prefix.length > sb.original_size)
         throw Error(path + ": damaged: the safetensors header length " + std::to_string(sb.prefix.length) +
                     " is out of bounds");
     // Every chunk stores at least one byte, so there cannot be more chunks than store bytes.
-    if (sb.chunk_count > r->file_size_ || sb.index.length != sb.chunk_count * kChunkEntryBytes)
+    if (sb.chunk_count > file_size || sb.index.length != sb.chunk_count * kChunkEntryBytes)
         throw Error(path + ": damaged: the index claims " + std::to_string(sb.chunk_count) + " chunks in " +
                     std::to_string(sb.index.length) + " bytes");
-    const std::vector<uint8_t> prefix = read_section(sb.prefix, "safetensors header");
-    r->header_ = parse_safetensors(prefix, sb.original_size, path + " (stored header)");
-    if (r->header_.prefix.size() != sb.prefix.length)
+    return sb;
+}
+
+std::unique_ptr<StoreReader> StoreReader::open_shared(std::shared_ptr<const ByteSource> source) {
+    std::unique_ptr<StoreReader> r(new StoreReader());
+    const ByteSource& f = *source;
+    const std::string& path = f.name();
+    r->path_ = path;
+    r->file_size_ = f.size();
+    r->sb_ = read_superblock(f);
+    const Superblock& sb = r->sb_;
+
+    auto read_section = [&](const Section& section, const char* name) {
+        std::vector<uint8_t> stored(section.stored_length);
+        f.read_exact(section.offset, stored);
+        return decode_section(stored, section, path, name);
+    };
+    // Parsed to validate it and build the tensor table, then let go: the
+    // parse holds several times the table (names, JSON metadata).
+    SafetensorsHeader header;
+    {
+        const std::vector<uint8_t> prefix = read_section(sb.prefix, "safetensors header");
+        header = parse_safetensors(prefix, sb.original_size, path + " (stored header)");
+    }
+    if (header.prefix.size() != sb.prefix.length)
         throw Error(path + ": damaged: the stored safetensors header is " + std::to_string(sb.prefix.length) +
-                    " bytes but its length field makes it " + std::to_string(r->header_.prefix.size()));
+                    " bytes but its length field makes it " + std::to_string(header.prefix.size()));
     const std::vector<uint8_t> index = read_section(sb.index, "chunk index");
 
     const uint64_t data_begin = sb.prefix.length, data_end = sb.original_size;
     const uint64_t payload_begin = sb.prefix.offset + sb.prefix.stored_length;
     uint64_t expected_offset = data_begin, stored_end = payload_begin;
+    // A grouped chunk's scales must decode on their own: no chains of pairs.
+    std::vector<bool> grouped_tensor(header.tensors.size());
+    std::vector<std::pair<size_t, uint32_t>> scale_uses;  // (chunk, scale tensor) of grouped chunks
     r->chunks_.reserve(sb.chunk_count);
     for (size_t i = 0; i < sb.chunk_count; ++i) {
         const ChunkEntry e = decode_chunk_entry(
             std::span<const uint8_t, kChunkEntryBytes>(index.data() + i * kChunkEntryBytes, kChunkEntryBytes));
-        validate_entry(e, i, expected_offset, data_end, r->header_, path);
+        validate_entry(e, i, expected_offset, data_end, header, path);
         if (e.stored_offset < stored_end || e.stored_offset > sb.index.offset ||
             e.stored_length() > sb.index.offset - e.stored_offset)
             throw Error(path + ": index entry " + std::to_string(i) + ": its payload (" + std::to_string(e.stored_length()) +
@@ -119,54 +140,71 @@ std::unique_ptr<StoreReader> StoreReader::open(std::unique_ptr<ByteSource> sourc
                         ") overlaps another chunk or lies outside the chunk data");
         expected_offset += e.original_length;
         stored_end = e.stored_offset + e.stored_length();
+        if (is_grouped(e.decomposition)) {
+            grouped_tensor[e.tensor] = true;
+            scale_uses.emplace_back(i, e.scale_tensor);
+        }
         r->chunks_.push_back(e);
     }
-    // A grouped chunk's scales must decode on their own: no chains of pairs.
-    std::vector<bool> grouped_tensor(r->header_.tensors.size());
-    for (const auto& e : r->chunks_)
-        if (is_grouped(e.decomposition)) grouped_tensor[e.tensor] = true;
-    for (size_t i = 0; i < r->chunks_.size(); ++i)
-        if (is_grouped(r->chunks_[i].decomposition) && grouped_tensor[r->chunks_[i].scale_tensor])
+    r->chunks_.finish();
+    for (auto [i, scale_tensor] : scale_uses)
+        if (grouped_tensor[scale_tensor])
             throw Error(path + ": index entry " + std::to_string(i) + ": its scale tensor is itself grouped");
     if (expected_offset != data_end)
         throw Error(path + ": the chunks cover the data section up to " + std::to_string(expected_offset) + " of " +
                     std::to_string(data_end) + " bytes");
+    r->tensors_ = TensorTable(header, sb.original_size);
+    r->prefix_ = std::move(header.prefix);
+    r->prefix_.shrink_to_fit();
     r->source_ = std::move(source);
     return r;
 }
 
 StoreReader::~StoreReader() = default;
 
-size_t StoreReader::find_chunk(uint64_t offset) const {
-    auto it = std::upper_bound(chunks_.begin(), chunks_.end(), offset,
-                               [](uint64_t off, const ChunkEntry& e) { return off < e.original_offset; });
-    return static_cast<size_t>(it - chunks_.begin()) - 1;
+size_t StoreReader::find_chunk(uint64_t offset) const { return chunks_.find(offset); }
+
+bool StoreReader::chunk_is_raw(size_t i) const { return chunks_.is_raw(i); }
+
+const SafetensorsHeader& StoreReader::header() const {
+    std::call_once(header_once_, [this] {
+        header_ = std::make_unique<SafetensorsHeader>(parse_safetensors(prefix_, sb_.original_size, path_));
+    });
+    return *header_;
 }
 
-bool StoreReader::chunk_is_raw(size_t i) const {
-    const ChunkEntry& e = chunks_[i];
-    return e.decomposition == Decomposition::stream && e.codec[0] == Codec::raw;
+size_t StoreReader::memory_bytes() const {
+    // Not counting a header() parse: the mount asks for one only to name
+    // the tensor of a damaged chunk.
+    return sizeof(*this) + prefix_.capacity() + tensors_.memory_bytes() + chunks_.memory_bytes();
 }
 
 std::string StoreReader::describe_chunk(size_t i) const {
-    const ChunkEntry& e = chunks_[i];
-    std::string tensor = e.tensor < header_.tensors.size() ? header_.tensors[e.tensor].name : "?";
+    const uint32_t t = chunks_.tensor(i);
+    // Names are in the full header only: the first message about a damaged
+    // chunk parses it, and the reader keeps it from then on.
+    std::string tensor = "?";
+    try {
+        const SafetensorsHeader& h = header();
+        if (t < h.tensors.size()) tensor = h.tensors[t].name;
+    } catch (const std::exception&) {
+        // It parsed when the store opened, so this cannot fail; "?" if it does.
+    }
     return path_ + ", chunk " + std::to_string(i) + " (tensor '" + tensor + "', original offset " +
-           std::to_string(e.original_offset) + ")";
+           std::to_string(chunks_.original_offset(i)) + ")";
 }
 
 void StoreReader::read_scales(size_t i, std::vector<uint8_t>& scales) const {
-    const ChunkEntry& e = chunks_[i];
+    const ChunkEntry e = chunk(i);
     const unsigned bb = block_bytes(e.decomposition);
-    const TensorInfo& t = header_.tensors[e.tensor];
-    const uint64_t begin = header_.tensors[e.scale_tensor].begin + (e.original_offset - t.begin) / bb;
+    const uint64_t begin = tensors_.begin(e.scale_tensor) + (e.original_offset - tensors_.begin(e.tensor)) / bb;
     scales.resize(e.original_length / bb);
     // The scale tensor's chunks are never grouped (checked at open), so this
     // does not recurse; it uses its own buffer, not t_partial, which a
     // caller may be decoding into.
     for (uint64_t at = begin; at < begin + scales.size();) {
         const size_t j = find_chunk(at);
-        const ChunkEntry& s = chunks_[j];
+        const ChunkEntry s = chunk(j);
         t_scale_chunk.resize(s.original_length);
         decode_chunk(j, t_scale_chunk);
         const uint64_t n = std::min<uint64_t>(s.original_offset + s.original_length, begin + scales.size()) - at;
@@ -176,17 +214,18 @@ void StoreReader::read_scales(size_t i, std::vector<uint8_t>& scales) const {
 }
 
 TensorLayout StoreReader::chunk_layout(size_t i) const {
-    return tensor_layout(header_.tensors[chunks_[i].tensor], chunks_[i].original_offset);
+    const uint32_t t = chunks_.tensor(i);
+    return {tensors_.shape(t), chunks_.original_offset(i) - tensors_.begin(t), tensors_.dtype(t), {}};
 }
 
 std::vector<uint8_t> StoreReader::chunk_scales(size_t i) const {
     std::vector<uint8_t> scales;
-    if (is_grouped(chunks_[i].decomposition)) read_scales(i, scales);
+    if (is_grouped(chunks_.decomposition(i))) read_scales(i, scales);
     return scales;
 }
 
 void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out) const {
-    const ChunkEntry& e = chunks_[i];
+    const ChunkEntry e = chunk(i);
     // Scales first: fetching them decodes other chunks through t_payload.
     if (is_grouped(e.decomposition)) read_scales(i, t_scales);
     t_payload.resize(e.stored_length());
@@ -206,16 +245,16 @@ void StoreReader::read(uint64_t offset, std::span<uint8_t> out) const {
         throw Error(path_ + ": read of " + std::to_string(out.size()) + " bytes at " + std::to_string(offset) +
                     " runs past the original size " + std::to_string(original_size()));
     const uint64_t end = offset + out.size();
-    const uint64_t prefix_end = header_.prefix.size();
+    const uint64_t prefix_end = prefix_.size();
     uint64_t at = offset;
     if (at < prefix_end) {
         const uint64_t n = std::min(end, prefix_end) - at;
-        std::memcpy(out.data(), header_.prefix.data() + at, n);
+        std::memcpy(out.data(), prefix_.data() + at, n);
         at += n;
     }
     while (at < end) {
         const size_t i = find_chunk(at);
-        const ChunkEntry& e = chunks_[i];
+        const ChunkEntry e = chunk(i);
         const uint64_t chunk_end = e.original_offset + e.original_length;
         const uint64_t n = std::min(end, chunk_end) - at;
         uint8_t* dst = out.data() + (at - offset);
