@@ -27,7 +27,7 @@ using srans::Table;
 constexpr uint64_t kMaxPeriod = 1u << 20;  // columns with a class of their own
 constexpr unsigned kMaxLog2Classes = 3;
 constexpr unsigned kFinePrec = 14, kCoarsePrec = 12;  // the precisions the encoder weighs
-constexpr unsigned kFlagClasses = 3, kFlagCodedSigns = 4, kFlagWide = 8;
+constexpr unsigned kFlagClasses = 3, kFlagCodedSigns = 4, kFlagWide = 8, kFlagStateSigns = 16, kFlagSixtyFour = 32;
 // The wide layout: 32 states, two vectors of 16 that step together with
 // gathered table loads. Its states cost 112 bytes more than four, under
 // 0.1% of the payload from 128 KiB (0.05% at the default 256 KiB chunk),
@@ -36,7 +36,31 @@ constexpr unsigned kFlagClasses = 3, kFlagCodedSigns = 4, kFlagWide = 8;
 // grew 0.2%, above its whole-byte bound, and its small chunks decode at the
 // speed of their table set-up anyway.
 constexpr size_t kWideLanes = 32;
-constexpr size_t kWideMin = 128u << 10;
+// The state-signs layout (flag 16, on the wide one): each state starts at
+// 2^30 + 30 sign bits instead of 2^15, so the decoder's final states give
+// back the signs of the chunk's last 960 bytes, which the payload then
+// leaves out. 32 states then cost 8 bytes more than the signs they carry
+// instead of 112, and every chunk can have the SIMD decoder: corpus FP8
+// tensors are 18-110 KiB, below the 128 KiB the plain wide layout needed.
+// Its frequencies are at most 2^12, so a slot's symbol, frequency and
+// offset fit one 32-bit word: one gather a state. With flag 32 it has 64
+// states (four vectors: more chains in flight, 1.2x the speed) for 36 bytes
+// more.
+constexpr unsigned kStateSignBits = 30;
+constexpr uint32_t kStateSignsMaxFreq = 1u << 12;
+constexpr size_t kStateSignsMin = 2048;  // below, 4 states (16 bytes) are cheaper than 32 (128 - n/8)
+// 64 states from 64 KiB: on esrgan's F8 file (150 tensors of 18-110 KiB)
+// 64 states everywhere decoded 11% faster than this, 32 everywhere 8%
+// slower, for 0.09% and -0.03% in size; 64 everywhere put the file above
+// its whole-byte bound.
+constexpr size_t kSixtyFourMin = 64u << 10;
+// The encoder's precisions: up to 12 bits. 13 and 14 (whose slots fit when
+// no symbol takes more than 2^12 of them) saved 0.03% on esrgan's F8 file
+// and decoded 10-15% slower (tables of 8-16K slots built per chunk, and
+// gathered from L2).
+constexpr unsigned kStateSignsEncoderPrec = 12;
+template <size_t Lanes>
+constexpr size_t kStateSignsTotal = Lanes * kStateSignBits;  // 960 or 1920
 
 // The column period: the last dimension (the one before it when the last is
 // 1), as for the FP8 context model. 1 (no classes) when there is none.
@@ -163,16 +187,18 @@ void pack_signs(std::span<const uint8_t> in, uint8_t* signs) {
 // The rANS pass, back to front (the decoder reads front to back), each
 // byte's sign after its magnitude when coded. sym: 128 symbols a table,
 // table 0 the sign's; cls: each column's table.
+// start: the states the coding starts from (kLow, or 2^30 + sign bits).
 template <bool CodedSigns, bool Classes, size_t Lanes = srans::kLanes>
 void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymbol>& sym, const std::vector<uint8_t>& cls,
-                uint64_t period, uint64_t phase, std::vector<uint8_t>& out) {
+                uint64_t period, uint64_t phase, const std::array<uint32_t, Lanes>& start, std::vector<uint8_t>& out) {
     const size_t n = in.size();
-    srans::EncodeBuffer buf((CodedSigns ? 2 : 1) * n, Lanes);
+    // Two more words a state: a start state above 2^16 moves one word out
+    // at its first symbol.
+    srans::EncodeBuffer buf((CodedSigns ? 2 : 1) * n + 2 * Lanes, Lanes);
     // A local cursor: through a reference, every byte stored could alias it
     // and the compiler would reload it between the four chains.
     uint8_t* p = buf.cursor();
-    std::array<uint32_t, Lanes> x;
-    x.fill(srans::kLow);
+    std::array<uint32_t, Lanes> x = start;
     uint64_t j = n ? (phase + n - 1) % period : 0;  // byte i's column
     // Plain pointers: the words stored through p could alias a vector's
     // own data pointer, which would then be reloaded at every byte.
@@ -209,14 +235,19 @@ void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymb
 std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch) {
     if (p.period == 1) ch.log2_classes = 0;
     if (ch.log2_classes > kMaxLog2Classes || ch.prec < srans::kMinPrec || ch.prec > srans::kMaxPrec ||
-        (ch.wide && ch.coded_signs))
+        (ch.wide && ch.coded_signs) || (ch.state_signs && !ch.wide) || (ch.sixty_four && !ch.state_signs))
         throw Error("f8-tables: no such choice");
     const auto t = tables_for(p, ch);
+    if (ch.state_signs)
+        for (const Table& x : t)
+            for (uint32_t f : x.freq)
+                if (f > kStateSignsMaxFreq) throw Error("f8-tables: a frequency too large for the state-signs layout");
     const unsigned shift = 3 - ch.log2_classes;
     const size_t n = in.size();
     std::vector<uint8_t> out;
     out.reserve(n + n / 8 + 1024);
-    out.push_back(static_cast<uint8_t>(ch.log2_classes | (ch.coded_signs ? kFlagCodedSigns : 0u) | (ch.wide ? kFlagWide : 0u)));
+    out.push_back(static_cast<uint8_t>(ch.log2_classes | (ch.coded_signs ? kFlagCodedSigns : 0u) | (ch.wide ? kFlagWide : 0u) |
+                                       (ch.state_signs ? kFlagStateSigns : 0u) | (ch.sixty_four ? kFlagSixtyFour : 0u)));
     out.push_back(static_cast<uint8_t>(ch.prec));
     if (ch.log2_classes) {
         put_varint(out, p.period);
@@ -229,10 +260,29 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
         for (const Table& x : t) srans::write_table(w, x);
         w.flush();
     }
+    const size_t state_lanes = ch.sixty_four ? 64 : 32;
+    std::array<uint32_t, 64> state_start;
     if (!ch.coded_signs) {
         const size_t at = out.size();
         out.resize(at + (n + 7) / 8, 0);
         pack_signs(in, out.data() + at);
+        if (ch.state_signs) {
+            // The last `tail` sign bits go into the start states, lane by
+            // lane, 30 each; the payload keeps the bits before them (the
+            // last byte's unused bits zero).
+            const size_t tail = std::min(n, state_lanes * kStateSignBits), kept = n - tail;
+            const uint8_t* sg = out.data() + at;
+            for (size_t lane = 0; lane < state_lanes; ++lane) {
+                uint32_t r = 0;
+                for (unsigned b = 0; b < kStateSignBits; ++b) {
+                    const size_t k = kept + lane * kStateSignBits + b;
+                    if (k < n) r |= uint32_t{(sg[k / 8] >> (k % 8)) & 1u} << b;
+                }
+                state_start[lane] = 1u << 30 | r;
+            }
+            out.resize(at + (kept + 7) / 8);
+            if (kept % 8) out.back() &= static_cast<uint8_t>((1u << (kept % 8)) - 1);
+        }
     }
     // All tables' symbols in one array, 128 a table; table 0 is the sign's
     // (left empty when the signs are raw).
@@ -244,15 +294,27 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
     }
     std::vector<uint8_t> cls(p.period);
     for (uint64_t c = 0; c < p.period; ++c) cls[c] = static_cast<uint8_t>(p.class8[c] >> shift);
-    if (ch.wide) {
-        if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, cls, p.period, p.phase, out);
-        else code_bytes<false, false, kWideLanes>(in, sym, cls, p.period, p.phase, out);
+    std::array<uint32_t, srans::kLanes> start;
+    start.fill(srans::kLow);
+    std::array<uint32_t, kWideLanes> wide_start;
+    wide_start.fill(srans::kLow);
+    if (ch.sixty_four) {
+        if (ch.log2_classes) code_bytes<false, true, 64>(in, sym, cls, p.period, p.phase, state_start, out);
+        else code_bytes<false, false, 64>(in, sym, cls, p.period, p.phase, state_start, out);
+    } else if (ch.state_signs) {
+        std::array<uint32_t, 32> start32;
+        std::copy_n(state_start.begin(), 32, start32.begin());
+        if (ch.log2_classes) code_bytes<false, true, 32>(in, sym, cls, p.period, p.phase, start32, out);
+        else code_bytes<false, false, 32>(in, sym, cls, p.period, p.phase, start32, out);
+    } else if (ch.wide) {
+        if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, cls, p.period, p.phase, wide_start, out);
+        else code_bytes<false, false, kWideLanes>(in, sym, cls, p.period, p.phase, wide_start, out);
     } else if (ch.log2_classes) {
-        if (ch.coded_signs) code_bytes<true, true>(in, sym, cls, p.period, p.phase, out);
-        else code_bytes<false, true>(in, sym, cls, p.period, p.phase, out);
+        if (ch.coded_signs) code_bytes<true, true>(in, sym, cls, p.period, p.phase, start, out);
+        else code_bytes<false, true>(in, sym, cls, p.period, p.phase, start, out);
     } else {
-        if (ch.coded_signs) code_bytes<true, false>(in, sym, cls, p.period, p.phase, out);
-        else code_bytes<false, false>(in, sym, cls, p.period, p.phase, out);
+        if (ch.coded_signs) code_bytes<true, false>(in, sym, cls, p.period, p.phase, start, out);
+        else code_bytes<false, false>(in, sym, cls, p.period, p.phase, start, out);
     }
     return out;
 }
@@ -460,6 +522,167 @@ void decode_wide(const std::vector<srans::DecodeTable>& t, const std::vector<uin
     d.p = p;
 }
 
+// The state-signs layout's tables: per class c and slot, at c << prec |
+// slot, one word: symbol (bits 0-6), frequency - 1 (7-18), slot - cum (19-30).
+// Per thread and reused: a chunk's tables are built anew, never freed.
+const uint32_t* slot_words(const std::vector<Table>& t, unsigned prec) {
+    thread_local std::vector<uint32_t> words;
+    const size_t classes = t.size() - 1, slots = size_t{1} << prec;
+    if (words.size() < classes * slots) words.resize(classes * slots);
+    for (size_t c = 0; c < classes; ++c) {
+        uint32_t* w = words.data() + c * slots;
+        const auto& d = t[1 + c];
+        // Unused: no byte asks for it (decode checks); zeros keep a damaged
+        // stream's arithmetic defined.
+        if (!d.used) {
+            std::fill_n(w, slots, 0u);
+            continue;
+        }
+        for (size_t sym = 0; sym < d.freq.size(); ++sym) {
+            const uint32_t f = d.freq[sym];
+            if (!f) continue;
+            const uint32_t head = static_cast<uint32_t>(sym) | (f - 1) << 7;
+            uint32_t* run = w + d.cum[sym];
+            for (uint32_t k = 0; k < f; ++k) run[k] = head | k << 19;  // vectorised by the compiler
+        }
+    }
+    return words.data();
+}
+
+#ifdef PTWM_F8_WIDE_AVX512
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// As decode_wide_avx512 with four vectors of 16 states, one gather a
+// state: whole rounds of 64 bytes while the payload has room for a word per
+// state.
+template <bool Classes, size_t Lanes>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_state_signs_avx512(
+    const uint32_t* words, const uint8_t* cls_ext, uint64_t period, uint64_t& j, unsigned prec, const uint8_t* signs,
+    srans::DecodeState<Lanes>& d, uint8_t* out, size_t n) {
+    constexpr int V = Lanes / 16;
+    __m512i x[V];
+    for (int v = 0; v < V; ++v) x[v] = _mm512_loadu_si512(d.x.data() + 16 * v);
+    const __m512i mask = _mm512_set1_epi32(static_cast<int>((1u << prec) - 1));
+    const __m512i low = _mm512_set1_epi32(static_cast<int>(srans::kLow));
+    const __m512i f12 = _mm512_set1_epi32(0xFFF), one = _mm512_set1_epi32(1);
+    const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
+    const uint8_t* p = d.p;
+    const uint8_t* const end = d.end;
+    size_t i = 0;
+    for (; i + Lanes <= n && end - p >= static_cast<std::ptrdiff_t>(2 * Lanes); i += Lanes) {
+        __m512i e[V];
+        for (int v = 0; v < V; ++v) {
+            __m512i idx = _mm512_and_si512(x[v], mask);
+            if constexpr (Classes) {
+                const __m512i c =
+                    _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cls_ext + j + 16 * v)));
+                idx = _mm512_or_si512(_mm512_sll_epi32(c, sh), idx);
+            }
+            e[v] = _mm512_i32gather_epi32(idx, words, 4);
+        }
+        if constexpr (Classes) {
+            j += Lanes;
+            if (j >= period) j %= period;
+        }
+        __mmask16 m[V];
+        for (int v = 0; v < V; ++v) {
+            const __m512i f = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(e[v], 7), f12), one);
+            x[v] = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srl_epi32(x[v], sh)), _mm512_srli_epi32(e[v], 19));
+            m[v] = _mm512_cmplt_epu32_mask(x[v], low);
+        }
+        // Renormalise in lane order: the states below 2^15 take the next
+        // words, one each, expanded into their lanes.
+        for (int v = 0; v < V; ++v) {
+            const __m512i w = _mm512_maskz_expand_epi32(
+                m[v], _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+            x[v] = _mm512_mask_or_epi32(x[v], m[v], _mm512_slli_epi32(x[v], 16), w);
+            p += 2 * __builtin_popcount(m[v]);
+        }
+        // The symbols' low 7 bits, the signs' bits on top.
+        __m128i b[V];
+        for (int v = 0; v < V; ++v) b[v] = _mm512_cvtepi32_epi8(e[v]);
+        for (int v = 0; v < V; v += 2) {
+            __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(b[v]), b[v + 1], 1);
+            bytes = _mm256_and_si256(bytes, _mm256_set1_epi8(0x7F));
+            uint32_t sg;
+            std::memcpy(&sg, signs + (i + 16 * v) / 8, 4);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 16 * v),
+                                _mm256_mask_blend_epi8(sg, bytes, _mm256_or_si256(bytes, _mm256_set1_epi8(static_cast<char>(0x80)))));
+        }
+    }
+    for (int v = 0; v < V; ++v) _mm512_storeu_si512(d.x.data() + 16 * v, x[v]);
+    d.p = p;
+    return i;
+}
+#pragma GCC diagnostic pop
+#endif
+
+// The state-signs layout: the wide layout's bytes, then the last signs from
+// the final states. `kept_signs`: the payload's sign bytes (the signs of the
+// bytes before the last min(n, 960)).
+template <size_t Lanes>
+void decode_state_signs(const std::vector<Table>& t, const std::vector<uint8_t>& cls,
+                        std::span<const uint8_t> kept_signs, unsigned prec, uint64_t period, uint64_t phase,
+                        srans::DecodeState<Lanes>& d, std::span<uint8_t> out) {
+    const size_t n = out.size();
+    const size_t tail = std::min(n, kStateSignsTotal<Lanes>), kept = n - tail;
+    // All signs, the tail's zero until the states give them back; 8 bytes
+    // of slack for the SIMD loop's 64-bit loads.
+    thread_local std::vector<uint8_t> signs;
+    if (signs.size() < (n + 7) / 8 + 8) signs.resize((n + 7) / 8 + 8);
+    std::memcpy(signs.data(), kept_signs.data(), kept_signs.size());
+    std::memset(signs.data() + kept_signs.size(), 0, (n + 7) / 8 + 8 - kept_signs.size());
+    if (kept % 8) signs[kept / 8] &= static_cast<uint8_t>((1u << (kept % 8)) - 1);
+    const uint32_t* words = slot_words(t, prec);
+    const bool classes = t.size() > 2;
+    size_t i = 0;
+    uint64_t j = phase;
+#ifdef PTWM_F8_WIDE_AVX512
+    if (n >= 2 * Lanes && has_avx512()) {
+        thread_local std::vector<uint8_t> cls_ext; // the classes of columns j .. j + Lanes - 1 without a wrap
+        if (classes) {
+            cls_ext.resize(period + Lanes);
+            for (size_t k = 0; k < cls_ext.size(); ++k) cls_ext[k] = cls[k % period];
+            i = decode_state_signs_avx512<true, Lanes>(words, cls_ext.data(), period, j, prec, signs.data(), d, out.data(), n);
+        } else {
+            i = decode_state_signs_avx512<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
+            j = (phase + i) % period;
+        }
+    }
+#endif
+    const uint32_t mask = (1u << prec) - 1;
+    const uint8_t* p = d.p;
+    const uint8_t* const end = d.end;
+    for (; i < n; ++i) {
+        const uint32_t* w = words + (size_t{cls[j]} << prec);
+        j = j + 1 == period ? 0 : j + 1;
+        uint32_t& x = d.x[i % Lanes];
+        const uint32_t e = w[x & mask];
+        x = (((e >> 7) & 0xFFF) + 1) * (x >> prec) + (e >> 19);
+        if (x < srans::kLow) {
+            if (end - p < 2) throw CorruptData("f8-tables: stream runs past the payload");
+            x = x << 16 | uint32_t{p[0]} | uint32_t{p[1]} << 8;
+            p += 2;
+        }
+        out[i] = static_cast<uint8_t>(((signs[i / 8] >> (i % 8)) & 1) << 7 | (e & 0x7F));
+    }
+    d.p = p;
+    if (d.p != d.end) throw CorruptData("f8-tables: bytes left after the stream");
+    // The final states: 2^30 + the tail's signs, 30 a state; bits past the
+    // last byte zero.
+    for (size_t lane = 0; lane < Lanes; ++lane) {
+        const uint32_t x = d.x[lane];
+        if (x >> kStateSignBits != 1) throw CorruptData("f8-tables: stream does not end where it started");
+        for (unsigned b = 0; b < kStateSignBits; ++b) {
+            const size_t k = kept + lane * kStateSignBits + b;
+            const unsigned bit = (x >> b) & 1;
+            if (k < n) out[k] = static_cast<uint8_t>(out[k] | bit << 7);
+            else if (bit) throw CorruptData("f8-tables: sign bits past the chunk");
+        }
+    }
+}
+
 }  // namespace
 
 void allow_simd([[maybe_unused]] bool allowed) {
@@ -478,23 +701,36 @@ std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& lay
     // The class count by the estimate (exact sizes need the tables built,
     // and building them for every count costs as much as the coding); the
     // precision exactly, for that count.
-    Choice best{0, kFinePrec, false};
+    Choice best{0, kFinePrec, false, false, false};
     double best_bits = -1;
     for (unsigned log2k = 0; log2k <= (p.period > 1 ? kMaxLog2Classes : 0); ++log2k) {
         const double bits = estimated_magnitude_bits(p, log2k);
         if (best_bits < 0 || bits < best_bits) best_bits = bits, best.log2_classes = log2k;
     }
-    Choice coarse = best;
-    coarse.prec = kCoarsePrec;
-    if (magnitude_bits(p, coarse) < magnitude_bits(p, best)) best = coarse;
     // Signs are raw bits unless coding them saves a twentieth: weights are
     // about as often negative as positive, and a coded sign doubles the
     // decoder's work.
     const uint64_t n = in.size();
-    const Table st = srans::table_for(p.sign, best.prec);
-    best.coded_signs = n && static_cast<double>(srans::table_bits(st)) + srans::cost_bits(p.sign, st, best.prec) <
+    const Table st = srans::table_for(p.sign, kCoarsePrec);
+    best.coded_signs = n && static_cast<double>(srans::table_bits(st)) + srans::cost_bits(p.sign, st, kCoarsePrec) <
                                 0.95 * static_cast<double>(n);
-    best.wide = !best.coded_signs && n >= kWideMin;
+    if (!best.coded_signs && n >= kStateSignsMin) {
+        // The state-signs layout (SIMD decoding) at the precision that
+        // codes smallest of those its one-word slots allow.
+        best.wide = best.state_signs = true;
+        best.sixty_four = n >= kSixtyFourMin;
+        double bits = -1;
+        for (unsigned prec = kStateSignsEncoderPrec; prec >= srans::kMinPrec; --prec) {
+            Choice c = best;
+            c.prec = prec;
+            const double b = magnitude_bits(p, c);
+            if (bits < 0 || b < bits) bits = b, best.prec = prec;
+        }
+        return write(in, p, best);  // (at 12 bits or fewer every frequency fits a slot)
+    }
+    Choice coarse = best;
+    coarse.prec = kCoarsePrec;
+    if (magnitude_bits(p, coarse) < magnitude_bits(p, best)) best = coarse;
     return write(in, p, best);
 }
 
@@ -503,9 +739,11 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
     const unsigned flags = payload[0], prec = payload[1];
     const unsigned log2k = flags & kFlagClasses;
     const bool coded_signs = flags & kFlagCodedSigns;
-    const bool wide = flags & kFlagWide;
-    if (flags & ~(kFlagClasses | kFlagCodedSigns | kFlagWide)) throw CorruptData("f8-tables: unknown flags");
+    const bool wide = flags & kFlagWide, state_signs = flags & kFlagStateSigns, sixty_four = flags & kFlagSixtyFour;
+    if (flags & ~(kFlagClasses | kFlagCodedSigns | kFlagWide | kFlagStateSigns | kFlagSixtyFour))
+        throw CorruptData("f8-tables: unknown flags");
     if (wide && coded_signs) throw CorruptData("f8-tables: coded signs in the wide layout");
+    if ((state_signs && !wide) || (sixty_four && !state_signs)) throw CorruptData("f8-tables: state signs without their layout");
     if (prec < srans::kMinPrec || prec > srans::kMaxPrec) throw CorruptData("f8-tables: bad table precision");
     payload = payload.subspan(2);
     uint64_t period = 1, phase = 0;
@@ -515,13 +753,13 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         if (period < 2 || period > kMaxPeriod || phase >= period) throw CorruptData("f8-tables: bad column period");
     }
     std::vector<uint8_t> cls(period, 0);
-    std::vector<srans::DecodeTable> t(1);  // the sign's (empty when raw), then one per class
+    std::vector<Table> tables(1);  // the sign's (unused when raw), then one per class
     {
         srans::BitReader r(payload);
         if (log2k)
             for (auto& c : cls) c = static_cast<uint8_t>(r.get(log2k));
-        if (coded_signs) t[0] = srans::decode_table(srans::read_table(r, 2, prec), prec);
-        for (unsigned c = 0; c < (1u << log2k); ++c) t.push_back(srans::decode_table(srans::read_table(r, 128, prec), prec));
+        if (coded_signs) tables[0] = srans::read_table(r, 2, prec);
+        for (unsigned c = 0; c < (1u << log2k); ++c) tables.push_back(srans::read_table(r, 128, prec));
         payload = payload.subspan(r.bytes_used());
     }
     const size_t n = out.size();
@@ -530,15 +768,32 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         std::array<bool, 8> used{};
         for (uint64_t j = 0; j < std::min<uint64_t>(period, n); ++j) used[cls[(phase + j) % period]] = true;
         for (unsigned c = 0; c < (1u << log2k); ++c)
-            if (used[c] && t[1 + c].symbol.empty()) throw CorruptData("f8-tables: a class without a table");
-        if (coded_signs && t[0].symbol.empty()) throw CorruptData("f8-tables: no sign table");
+            if (used[c] && !tables[1 + c].used) throw CorruptData("f8-tables: a class without a table");
+        if (coded_signs && !tables[0].used) throw CorruptData("f8-tables: no sign table");
     }
     std::span<const uint8_t> signs;
     if (!coded_signs) {
-        if (payload.size() < (n + 7) / 8) throw CorruptData("f8-tables: truncated signs");
-        signs = payload.first((n + 7) / 8);
+        const size_t tail = state_signs ? std::min<size_t>(n, (sixty_four ? 64 : 32) * kStateSignBits) : 0;
+        const size_t in_payload = (n - tail + 7) / 8;
+        if (payload.size() < in_payload) throw CorruptData("f8-tables: truncated signs");
+        signs = payload.first(in_payload);
         payload = payload.subspan(signs.size());
     }
+    if (state_signs) {
+        for (const Table& x : tables)
+            for (uint32_t f : x.freq)
+                if (f > kStateSignsMaxFreq) throw CorruptData("f8-tables: a frequency too large for its layout");
+        if (sixty_four) {
+            srans::DecodeState<64> d(payload);
+            decode_state_signs(tables, cls, signs, prec, period, phase, d, out);
+        } else {
+            srans::DecodeState<32> d(payload);
+            decode_state_signs(tables, cls, signs, prec, period, phase, d, out);
+        }
+        return;
+    }
+    std::vector<srans::DecodeTable> t;
+    for (const Table& x : tables) t.push_back(srans::decode_table(x, prec));
     if (wide) {
         srans::DecodeState<kWideLanes> d(payload);
         decode_wide(t, cls, signs, prec, period, phase, d, out);
