@@ -236,7 +236,9 @@ int main(int argc, char** argv) {
                                        std::pair{"wide", ptwm::f8tables::Choice{2, 12, false, true}},
                                        // states that start from the last signs: 32 and 64 of them
                                        std::pair{"state_signs", ptwm::f8tables::Choice{2, 12, false, true, true}},
-                                       std::pair{"state_signs64", ptwm::f8tables::Choice{1, 11, false, true, true, true}}}) {
+                                       std::pair{"state_signs64", ptwm::f8tables::Choice{1, 11, false, true, true, true}},
+                                       // classes per row
+                                       std::pair{"row_classes", ptwm::f8tables::Choice{2, 12, false, true, true, false, true}}}) {
         ptwm::ChunkEntry e;
         e.decomposition = ptwm::Decomposition::stream;
         e.plane_count = 1;

@@ -171,8 +171,9 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
     EXPECT_LE(full.size(), narrow.size() + 96);
     std::vector<uint8_t> out(kernel.size());
     for (auto [flags, why] : {std::pair{full[0] & ~8u, "state signs without the wide layout"},
-                              std::pair{full[0] | 4u, "coded signs in it"}, std::pair{full[0] | 64u, "an unknown flag"},
-                              std::pair{(full[0] & ~16u) | 32u, "64 states without state signs"}}) {
+                              std::pair{full[0] | 4u, "coded signs in it"}, std::pair{(full[0] & ~16u) | 64u, "row classes without state signs"},
+                              std::pair{(full[0] & ~16u) | 32u, "64 states without state signs"},
+                              std::pair{full[0] | 128u, "an unknown flag"}}) {
         auto bad = full;
         bad[0] = static_cast<uint8_t>(flags);
         EXPECT_THROW(f8tables::decode(bad, out), CorruptData) << why;
@@ -180,6 +181,51 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
     for (size_t cut = 0; cut < full.size(); cut += 97) {
         const std::vector<uint8_t> part(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(cut));
         EXPECT_THROW(f8tables::decode(part, out), CorruptData) << "cut at " << cut;
+    }
+    // Row classes: every class count, lengths and offsets that start and
+    // end inside rows, one-row chunks; refused without classes.
+    for (bool simd : {true, false}) {
+        f8tables::allow_simd(simd);
+        for (size_t len : {size_t{1}, size_t{95}, size_t{97}, size_t{2049}, size_t{20000}})
+            for (uint64_t offset : {uint64_t{0}, uint64_t{96 * 7 + 40}})
+                for (unsigned log2k = 1; log2k <= 3; ++log2k) {
+                    const auto in = std::span<const uint8_t>(kernel).subspan(offset, len);
+                    expect_round_trip(in,
+                                      f8tables::encode_with(in, {shape, offset, DType::F8_E4M3, {}},
+                                                            {log2k, 12, false, true, true, len > 4096, true}),
+                                      simd ? "row classes" : "row classes, byte by byte");
+                }
+    }
+    f8tables::allow_simd(true);
+    EXPECT_THROW(f8tables::encode_with(kernel, layout, {0, 12, false, true, true, false, true}), Error);
+    {
+        auto rows = f8tables::encode_with(kernel, layout, {2, 12, false, true, true, true, true});
+        auto bad = rows;
+        bad[0] = static_cast<uint8_t>(bad[0] & ~3u);  // row classes, no classes
+        EXPECT_THROW(f8tables::decode(bad, out), CorruptData);
+        bad = rows;
+        bad[0] = static_cast<uint8_t>(bad[0] & ~16u & ~32u & ~8u);  // row classes in the 4-state layout
+        EXPECT_THROW(f8tables::decode(bad, out), CorruptData);
+        for (size_t cut = 0; cut < rows.size(); cut += 211) {
+            const std::vector<uint8_t> part(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(cut));
+            EXPECT_THROW(f8tables::decode(part, out), CorruptData) << "cut at " << cut;
+        }
+    }
+    // Rows of a kernel whose rows differ in scale, as output channels of
+    // [out, in] weights quantised per channel or per 128x128 block: the
+    // encoder takes row classes, and they code smaller than column ones.
+    {
+        auto by_rows = fp8_kernel(96, 1400, 9);  // columns differ: transposed, rows do
+        std::vector<uint8_t> t(by_rows.size());
+        for (size_t r = 0; r < 1400; ++r)
+            for (size_t c = 0; c < 96; ++c) t[r * 96 + c] = by_rows[c * 1400 + r];
+        const std::vector<uint64_t> tshape = {1400, 96};
+        const TensorLayout tl{tshape, 0, DType::F8_E4M3, {}};
+        const auto chosen_rows = f8tables::encode(t, tl);
+        EXPECT_EQ(chosen_rows[0] & 64, 64) << "rows of different scale take row classes";
+        expect_round_trip(t, chosen_rows, "encoder's row classes");
+        const auto by_cols = f8tables::encode_with(t, tl, {3, chosen_rows[1], false, true, true, true, false});
+        EXPECT_LT(chosen_rows.size(), by_cols.size());
     }
     // One byte value all through: at 13 bits its frequency (all 2^13 slots)
     // fits no slot word, and the encoder refuses the forced choice; at 12
@@ -251,7 +297,7 @@ TEST(F8Tables, DamagedPayloadsAreCorruptDataNeverACrash) {
         }
     }
     auto flags = good;
-    flags[0] |= 0x40;
+    flags[0] |= 0x80;
     EXPECT_THROW(f8tables::decode(flags, out), CorruptData);
     auto prec = good;
     prec[1] = 16;

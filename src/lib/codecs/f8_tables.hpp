@@ -18,7 +18,8 @@
 // The stream has 32 states instead of 4 (the wide layout), which an AVX-512
 // decoder steps 32 bytes at a time with gathers; the states start from the
 // last signs (the state-signs layout), so they cost 8 bytes, not 112, and
-// tables of at most 2^12 slots keep a slot in one word (one gather).
+// tables of at most 2^12 slots keep a slot in one word (one gather). In
+// that layout the classes may be per row instead of per column.
 // Format: man/ptwmfs-store.5.
 #pragma once
 
@@ -38,6 +39,7 @@ struct Choice {
     bool wide = false;          // 32 rANS states instead of 4 (raw signs only): SIMD decoding
     bool state_signs = false;   // wide only, frequencies <= 2^12: the last signs in the start states, one-word slots
     bool sixty_four = false;    // state signs only: 64 states instead of 32
+    bool row_classes = false;   // state signs and classes only: a class per row of the chunk, not per column
 };
 
 // `layout.shape` and `layout.offset` give the column period and phase.
