@@ -167,10 +167,12 @@ Plan make_row_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
         for (size_t k = i; k < i + len; ++k) sum[r] += (in[k] >> 3) & 15;
         count[r] = len;
     });
-    std::vector<std::pair<uint64_t, uint64_t>> key(p.units);
-    for (uint64_t r = 0; r < p.units; ++r) key[r] = {(sum[r] << 24) / std::max<uint64_t>(count[r], 1), r};
+    // Keys: the mean in 2^-24 steps (under 2^28) above the row's number
+    // (under 2^32: a chunk is at most 4 GiB).
+    std::vector<uint64_t> key(p.units);
+    for (uint64_t r = 0; r < p.units; ++r) key[r] = (sum[r] << 24) / std::max<uint64_t>(count[r], 1) << 32 | r;
     std::sort(key.begin(), key.end());
-    for (uint64_t rank = 0; rank < p.units; ++rank) p.class8[key[rank].second] = static_cast<uint8_t>(rank * 8 / p.units);
+    for (uint64_t rank = 0; rank < p.units; ++rank) p.class8[key[rank] & 0xFFFFFFFFu] = static_cast<uint8_t>(rank * 8 / p.units);
     for_each_row(n, p.period, p.phase, [&](size_t i, size_t len, size_t r) {
         auto& h = hist[p.class8[r]];
         for (size_t k = i; k < i + len; ++k) ++h[in[k]];
