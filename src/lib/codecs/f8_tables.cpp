@@ -858,8 +858,9 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         std::array<bool, 8> used{};
         if (row_classes)
             for (uint8_t c : cls) used[c] = true;
-        else
-            for (uint64_t j = 0; j < std::min<uint64_t>(period, n); ++j) used[cls[(phase + j) % period]] = true;
+        else  // the columns the bytes touch: all of them, or phase .. phase + n - 1 with a wrap
+            for (uint64_t j = 0, c = phase; j < std::min<uint64_t>(period, n); ++j, c = c + 1 == period ? 0 : c + 1)
+                used[cls[c]] = true;
         for (unsigned c = 0; c < (1u << log2k); ++c)
             if (used[c] && !tables[1 + c].used) throw CorruptData("f8-tables: a class without a table");
         if (coded_signs && !tables[0].used) throw CorruptData("f8-tables: no sign table");
