@@ -806,12 +806,15 @@ std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& lay
             }
         }
         const Plan& chosen = best.row_classes ? rows : p;
+        // Down from 12 bits while a step saves (finer tables cost more to
+        // describe, coarser ones more a symbol: one minimum).
         double bits = -1;
         for (unsigned prec = kStateSignsEncoderPrec; prec >= srans::kMinPrec; --prec) {
             Choice c = best;
             c.prec = prec;
             const double b = magnitude_bits(chosen, c);
-            if (bits < 0 || b < bits) bits = b, best.prec = prec;
+            if (bits >= 0 && b >= bits) break;
+            bits = b, best.prec = prec;
         }
         return write(in, chosen, best);  // (at 12 bits or fewer every frequency fits a slot)
     }
