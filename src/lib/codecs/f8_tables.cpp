@@ -694,6 +694,50 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_state_signs_a
 #pragma GCC diagnostic pop
 #endif
 
+// Without SIMD: whole rounds of Lanes bytes while the payload has room for a
+// word per state, four states at a time as decode_bytes steps them (the
+// states step, then renormalise from offsets known from their sums, so the
+// four loads go out together). Words are taken in lane order, as the SIMD
+// decoder takes them.
+template <bool Classes, size_t Lanes>
+size_t decode_state_signs_rounds(const uint32_t* words, const uint8_t* cls_ext, uint64_t period, uint64_t& j, unsigned prec,
+                                 const uint8_t* signs, srans::DecodeState<Lanes>& d, uint8_t* out, size_t n) {
+    const uint32_t mask = (1u << prec) - 1;
+    auto x = d.x;  // a local copy: stores to `out` could alias d's members
+    const uint8_t* p = d.p;
+    const uint8_t* const end = d.end;
+    size_t i = 0;
+    for (; i + Lanes <= n && end - p >= static_cast<std::ptrdiff_t>(2 * Lanes); i += Lanes) {
+        for (size_t g = 0; g < Lanes; g += 4) {
+            std::array<uint32_t, 4> v, in;
+            for (unsigned k = 0; k < 4; ++k) {
+                uint32_t& s = x[g + k];
+                const size_t c = Classes ? cls_ext[j + g + k] : 0;
+                const uint32_t e = words[(c << prec) | (s & mask)];
+                s = (((e >> 7) & 0xFFF) + 1) * (s >> prec) + (e >> 19);
+                v[k] = e & 0x7F;
+                in[k] = s < srans::kLow;
+            }
+            const std::array<uint32_t, 4> at = {0, 2 * in[0], 2 * (in[0] + in[1]), 2 * (in[0] + in[1] + in[2])};
+            for (unsigned k = 0; k < 4; ++k) {
+                uint16_t w;
+                std::memcpy(&w, p + at[k], 2);
+                x[g + k] = x[g + k] << (in[k] << 4) | (w & (0u - in[k]));
+                const size_t b = i + g + k;
+                out[b] = static_cast<uint8_t>(((signs[b / 8] >> (b % 8)) & 1) << 7 | v[k]);
+            }
+            p += at[3] + 2 * in[3];
+        }
+        if constexpr (Classes) {
+            j += Lanes;
+            if (j >= period) j %= period;
+        }
+    }
+    d.x = x;
+    d.p = p;
+    return i;
+}
+
 // The state-signs layout: the wide layout's bytes, then the last signs from
 // the final states. `kept_signs`: the payload's sign bytes (the signs of the
 // bytes before the last min(n, 960)).
@@ -714,20 +758,29 @@ void decode_state_signs(const std::vector<Table>& t, const std::vector<uint8_t>&
     const bool classes = t.size() > 2;
     size_t i = 0;
     uint64_t j = phase;
-#ifdef PTWM_F8_WIDE_AVX512
-    if (n >= 2 * Lanes && has_avx512()) {
-        thread_local std::vector<uint8_t> cls_ext; // the classes of columns j .. j + Lanes - 1 without a wrap
+    if (n >= 2 * Lanes) {
+        thread_local std::vector<uint8_t> cls_ext;  // the classes of columns j .. j + Lanes - 1 without a wrap
         if (classes) {
             cls_ext.resize(period + Lanes);
             std::memcpy(cls_ext.data(), cls.data(), period);
             for (size_t k = period; k < cls_ext.size(); ++k) cls_ext[k] = cls_ext[k - period];
-            i = decode_state_signs_avx512<true, Lanes>(words, cls_ext.data(), period, j, prec, signs.data(), d, out.data(), n);
-        } else {
-            i = decode_state_signs_avx512<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
-            j = (phase + i) % period;
         }
-    }
+#ifdef PTWM_F8_WIDE_AVX512
+        if (has_avx512()) {
+            if (classes)
+                i = decode_state_signs_avx512<true, Lanes>(words, cls_ext.data(), period, j, prec, signs.data(), d, out.data(), n);
+            else
+                i = decode_state_signs_avx512<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
+        }
 #endif
+        if (i == 0) {
+            if (classes)
+                i = decode_state_signs_rounds<true, Lanes>(words, cls_ext.data(), period, j, prec, signs.data(), d, out.data(), n);
+            else
+                i = decode_state_signs_rounds<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
+        }
+        if (!classes) j = (phase + i) % period;
+    }
     const uint32_t mask = (1u << prec) - 1;
     const uint8_t* p = d.p;
     const uint8_t* const end = d.end;
