@@ -566,12 +566,98 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
 }
 #pragma GCC diagnostic pop
 
-std::atomic<bool> g_simd_allowed{true};
+// 2: any SIMD the CPU has; 1: AVX2 at most; 0: none (tests).
+std::atomic<int> g_simd_allowed{2};
 
 bool has_avx512() {
     static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                             __builtin_cpu_supports("avx512vl");
-    return yes && g_simd_allowed.load(std::memory_order_relaxed);
+    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 2;
+}
+
+bool has_avx2() {
+    static const bool yes = __builtin_cpu_supports("avx2");
+    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 1;
+}
+
+// For 8 states of which those in mask m renormalise: per state, which of
+// the next 8 words it takes (the number of set bits below it).
+struct RenormPermutes {
+    alignas(32) std::array<std::array<uint32_t, 8>, 256> index{};
+    RenormPermutes() {
+        for (unsigned m = 0; m < 256; ++m)
+            for (unsigned k = 0, taken = 0; k < 8; ++k)
+                if (m >> k & 1) index[m][k] = taken++;
+    }
+};
+const RenormPermutes kRenormPermutes;
+
+// As decode_state_signs_avx512 with AVX2: 8 states a vector, gathers, and
+// renormalisation by a permute of the next 8 words.
+template <bool Classes, size_t Lanes>
+__attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* words, const uint8_t* cls_ext,
+                                                                uint64_t period, uint64_t& j, unsigned prec,
+                                                                const uint8_t* signs, srans::DecodeState<Lanes>& d,
+                                                                uint8_t* out, size_t n) {
+    constexpr int V = Lanes / 8;
+    __m256i x[V];
+    for (int v = 0; v < V; ++v) x[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d.x.data() + 8 * v));
+    const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << prec) - 1));
+    const __m256i low = _mm256_set1_epi32(static_cast<int>(srans::kLow));
+    const __m256i f12 = _mm256_set1_epi32(0xFFF), one = _mm256_set1_epi32(1), lo7 = _mm256_set1_epi32(0x7F);
+    const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
+    // Sign bits to bytes: byte k of a 32-byte group takes bit k % 8 of
+    // sign byte k / 8.
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3,
+                                            3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const uint8_t* p = d.p;
+    const uint8_t* const end = d.end;
+    size_t i = 0;
+    for (; i + Lanes <= n && end - p >= static_cast<std::ptrdiff_t>(2 * Lanes); i += Lanes) {
+        __m256i e[V];
+        for (int v = 0; v < V; ++v) {
+            __m256i idx = _mm256_and_si256(x[v], mask);
+            if constexpr (Classes) {
+                const __m256i c =
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(cls_ext + j + 8 * v)));
+                idx = _mm256_or_si256(_mm256_sll_epi32(c, sh), idx);
+            }
+            e[v] = _mm256_i32gather_epi32(reinterpret_cast<const int*>(words), idx, 4);
+        }
+        if constexpr (Classes) {
+            j += Lanes;
+            if (j >= period) j %= period;
+        }
+        for (int v = 0; v < V; ++v) {
+            const __m256i f = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(e[v], 7), f12), one);
+            x[v] = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srl_epi32(x[v], sh)), _mm256_srli_epi32(e[v], 19));
+            // States are below 2^31: a signed compare is an unsigned one.
+            const __m256i below = _mm256_cmpgt_epi32(low, x[v]);
+            const unsigned m = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(below)));
+            const __m256i next = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+            const __m256i w = _mm256_permutevar8x32_epi32(
+                next, _mm256_load_si256(reinterpret_cast<const __m256i*>(kRenormPermutes.index[m].data())));
+            x[v] = _mm256_blendv_epi8(x[v], _mm256_or_si256(_mm256_slli_epi32(x[v], 16), w), below);
+            p += 2 * __builtin_popcount(m);
+        }
+        // Four vectors of symbols to 32 bytes in order, the signs on top.
+        for (int v = 0; v < V; v += 4) {
+            const __m256i a = _mm256_packus_epi32(_mm256_and_si256(e[v], lo7), _mm256_and_si256(e[v + 1], lo7));
+            const __m256i b = _mm256_packus_epi32(_mm256_and_si256(e[v + 2], lo7), _mm256_and_si256(e[v + 3], lo7));
+            const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(a, b), order);
+            uint32_t sg;
+            std::memcpy(&sg, signs + (i + 8 * v) / 8, 4);
+            const __m256i sb = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(sg)), spread);
+            const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(sb, bit), bit);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 8 * v),
+                                _mm256_or_si256(bytes, _mm256_and_si256(set, _mm256_set1_epi8(static_cast<char>(0x80)))));
+        }
+    }
+    for (int v = 0; v < V; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(d.x.data() + 8 * v), x[v]);
+    d.p = p;
+    return i;
 }
 #endif
 
@@ -771,6 +857,11 @@ void decode_state_signs(const std::vector<Table>& t, const std::vector<uint8_t>&
                 i = decode_state_signs_avx512<true, Lanes>(words, cls_ext.data(), period, j, prec, signs.data(), d, out.data(), n);
             else
                 i = decode_state_signs_avx512<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
+        } else if (has_avx2()) {
+            if (classes)
+                i = decode_state_signs_avx2<true, Lanes>(words, cls_ext.data(), period, j, prec, signs.data(), d, out.data(), n);
+            else
+                i = decode_state_signs_avx2<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
         }
 #endif
         if (i == 0) {
@@ -817,7 +908,13 @@ void decode_state_signs(const std::vector<Table>& t, const std::vector<uint8_t>&
 
 void allow_simd([[maybe_unused]] bool allowed) {
 #ifdef PTWM_F8_WIDE_AVX512
-    g_simd_allowed.store(allowed, std::memory_order_relaxed);
+    g_simd_allowed.store(allowed ? 2 : 0, std::memory_order_relaxed);
+#endif
+}
+
+void allow_avx512([[maybe_unused]] bool allowed) {
+#ifdef PTWM_F8_WIDE_AVX512
+    g_simd_allowed.store(allowed ? 2 : 1, std::memory_order_relaxed);
 #endif
 }
 

@@ -51,5 +51,8 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out);
 // Tests: decode the wide layout without SIMD where the CPU has it, so the
 // byte-by-byte path other CPUs take is covered too (default: allowed).
 void allow_simd(bool allowed);
+// Tests: the state-signs layout's AVX2 decoder where the CPU has AVX-512
+// (false; true again: the best the CPU has).
+void allow_avx512(bool allowed);
 
 }  // namespace ptwm::f8tables
