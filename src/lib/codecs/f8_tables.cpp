@@ -83,6 +83,21 @@ void for_each_column(size_t n, uint64_t period, uint64_t phase, F&& f) {
     }
 }
 
+// class8[key & index_mask] = the key's rank * 8 / keys, for distinct keys:
+// the eighths' boundaries by selection, not a whole sort (the same classes).
+void rank_in_eighths(std::vector<uint64_t>& key, uint64_t index_mask, std::vector<uint8_t>& class8) {
+    const size_t n = key.size();
+    // Eighth c holds ranks from ceil(c n / 8) up to the next boundary.
+    std::array<size_t, 9> at{};
+    for (size_t c = 0; c <= 8; ++c) at[c] = (c * n + 7) / 8;
+    for (size_t c = 1; c < 8; ++c)
+        if (at[c] > at[c - 1] && at[c] < n)
+            std::nth_element(key.begin() + static_cast<std::ptrdiff_t>(at[c - 1]), key.begin() + static_cast<std::ptrdiff_t>(at[c]),
+                             key.end());
+    for (size_t c = 0; c < 8; ++c)
+        for (size_t k = at[c]; k < at[c + 1]; ++k) class8[key[k] & index_mask] = static_cast<uint8_t>(c);
+}
+
 // What the encoder's choice is made from: two passes over the chunk.
 struct Plan {
     uint64_t period = 1, phase = 0;
@@ -112,9 +127,7 @@ Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
         // Keys: the mean in 2^-24 steps above the column's number (20 bits).
         std::vector<uint64_t> key(p.period);
         for (uint64_t j = 0; j < p.period; ++j) key[j] = (sum[j] << 24) / std::max<uint64_t>(count[j], 1) << 20 | j;
-        std::sort(key.begin(), key.end());
-        for (uint64_t rank = 0; rank < p.period; ++rank)
-            p.class8[key[rank] & (kMaxPeriod - 1)] = static_cast<uint8_t>(rank * 8 / p.period);
+        rank_in_eighths(key, kMaxPeriod - 1, p.class8);
         for_each_column(n, p.period, p.phase, [&](size_t i, uint64_t j) { ++hist[p.class8[j]][in[i]]; });
     } else {
         for (uint8_t x : in) ++hist[0][x];
@@ -171,8 +184,7 @@ Plan make_row_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
     // (under 2^32: a chunk is at most 4 GiB).
     std::vector<uint64_t> key(p.units);
     for (uint64_t r = 0; r < p.units; ++r) key[r] = (sum[r] << 24) / std::max<uint64_t>(count[r], 1) << 32 | r;
-    std::sort(key.begin(), key.end());
-    for (uint64_t rank = 0; rank < p.units; ++rank) p.class8[key[rank] & 0xFFFFFFFFu] = static_cast<uint8_t>(rank * 8 / p.units);
+    rank_in_eighths(key, 0xFFFFFFFFu, p.class8);
     for_each_row(n, p.period, p.phase, [&](size_t i, size_t len, size_t r) {
         auto& h = hist[p.class8[r]];
         for (size_t k = i; k < i + len; ++k) ++h[in[k]];
