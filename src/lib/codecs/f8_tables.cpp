@@ -958,9 +958,12 @@ std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& lay
         // codes smallest of those its one-word slots allow.
         best.wide = best.state_signs = true;
         best.sixty_four = n >= kSixtyFourMin;
-        // Classes per row instead, where the estimate says they code smaller.
+        // Classes per row instead, where the estimate says they code smaller;
+        // on 2-D weights only: on the corpus's 4-D kernels (TensorFlow
+        // [kh, kw, in, out], a "row" one tap of one input channel) they
+        // saved 0.013% of movenet's FP8 file for a fifth of the encoder's time.
         Plan rows;
-        if (p.period > 1 && chunk_rows(n, p.period, p.phase) > 1) {
+        if (layout.shape.size() == 2 && p.period > 1 && chunk_rows(n, p.period, p.phase) > 1) {
             rows = make_row_plan(in, layout);
             for (unsigned log2k = 1; log2k <= kMaxLog2Classes; ++log2k) {
                 const double bits = estimated_magnitude_bits(rows, log2k);
