@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "codecs/f8_tables.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/codecs/codec.hpp"
 #include "ptwm/store/chunk_codec.hpp"
@@ -70,6 +71,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (size_t n : {size_t{1}, size_t{3}, size_t{64}, adaptive ? size_t{0} : kLarge,
                          size_t{adaptive ? wanted % kMaxAdaptive : wanted}})
             if (n) try_plane(c, payload, n);
+    }
+
+    // f8-tables decodes its state-signs layout with AVX-512, AVX2 or neither,
+    // whichever the CPU has: the other two here as well (the exact length).
+    if (wanted) {
+        ptwm::f8tables::allow_avx512(false);
+        try_plane(ptwm::Codec::f8_tables, payload, wanted);
+        ptwm::f8tables::allow_simd(false);
+        try_plane(ptwm::Codec::f8_tables, payload, wanted);
+        ptwm::f8tables::allow_simd(true);
     }
 
     if (size < kHeader) return 0;

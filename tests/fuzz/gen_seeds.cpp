@@ -222,7 +222,8 @@ int main(int argc, char** argv) {
         e.payload_length[0] = static_cast<uint32_t>(payload.size());
         write_plane_seed(out + "/planes/codec_" + name, e, payload);
     }
-    // f8-tables with column classes, with coded signs and wide: FP8-like bytes
+    // f8-tables with column classes, with coded signs, wide and with signs in
+    // the states: FP8-like bytes
     // (a geometric exponent per column level, uniform mantissa and sign).
     std::vector<uint8_t> fp8(64 * 40);
     for (size_t i = 0; i < fp8.size(); ++i)
@@ -232,7 +233,12 @@ int main(int argc, char** argv) {
     for (const auto& [name, choice] : {std::pair{"classes", ptwm::f8tables::Choice{2, 12, false}},
                                        std::pair{"signs", ptwm::f8tables::Choice{0, 10, true}},
                                        // 32 states: the SIMD decoder's rounds, then its byte-by-byte tail
-                                       std::pair{"wide", ptwm::f8tables::Choice{2, 12, false, true}}}) {
+                                       std::pair{"wide", ptwm::f8tables::Choice{2, 12, false, true}},
+                                       // states that start from the last signs: 32 and 64 of them
+                                       std::pair{"state_signs", ptwm::f8tables::Choice{2, 12, false, true, true}},
+                                       std::pair{"state_signs64", ptwm::f8tables::Choice{1, 11, false, true, true, true}},
+                                       // classes per row
+                                       std::pair{"row_classes", ptwm::f8tables::Choice{2, 12, false, true, true, false, true}}}) {
         ptwm::ChunkEntry e;
         e.decomposition = ptwm::Decomposition::stream;
         e.plane_count = 1;

@@ -3,6 +3,7 @@
 // and damaged payloads failing as CorruptData.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -64,13 +65,18 @@ TEST(F8Tables, EveryChoiceRoundTripsAtAnyOffsetAndLength) {
                 for (unsigned log2k = 0; log2k <= 3; ++log2k)
                     for (unsigned prec : {10u, 12u, 15u})
                         for (bool signs : {false, true})
-                            for (bool wide : {false, true}) {
-                                if (signs && wide) continue;  // not a layout: the encoder refuses it
-                                const auto in = bytes.subspan(offset, std::min(len, bytes.size() - offset));
-                                const TensorLayout layout{sh, offset, DType::F8_E4M3, {}};
-                                expect_round_trip(in, f8tables::encode_with(in, layout, {log2k, prec, signs, wide}),
-                                                  wide ? "forced choice, 32 states" : "forced choice");
-                            }
+                            for (bool wide : {false, true})
+                                for (bool state_signs : {false, true}) {
+                                    // Not layouts: the encoder refuses them.
+                                    if ((signs && wide) || (state_signs && (!wide || prec > 12))) continue;
+                                    const auto in = bytes.subspan(offset, std::min(len, bytes.size() - offset));
+                                    const TensorLayout layout{sh, offset, DType::F8_E4M3, {}};
+                                    expect_round_trip(in,
+                                                      f8tables::encode_with(in, layout, {log2k, prec, signs, wide, state_signs}),
+                                                      state_signs ? "forced choice, signs in the states"
+                                                      : wide      ? "forced choice, 32 states"
+                                                                  : "forced choice");
+                                }
     for (size_t len : {size_t{1}, size_t{7}, kernel.size()}) {
         const auto in = std::span<const uint8_t>(kernel).first(len);
         expect_round_trip(in, f8tables::encode(in, {shape, 0, DType::F8_E4M3, {}}), "encoder's choice");
@@ -94,9 +100,9 @@ TEST(F8Tables, ColumnsOfDifferentScaleCodeBelowTheOrder0Bound) {
 
 // The wide layout (32 states, decoded 32 bytes a round with SIMD where the
 // CPU has it, byte by byte near the payload's end and elsewhere): a kernel
-// large enough for many rounds, every class count, and the encoder's own
-// choice, which takes it from 128 KiB.
-TEST(F8Tables, WideLayoutRoundTripsAndIsTheEncodersChoiceForLargeChunks) {
+// large enough for many rounds, every class count. Writers before the
+// state-signs layout chose it from 128 KiB; their stores must still read.
+TEST(F8Tables, WideLayoutRoundTrips) {
     const auto kernel = fp8_kernel(1400, 96, 6);
     const std::vector<uint64_t> shape = {1400, 96};
     for (bool simd : {true, false}) {
@@ -111,21 +117,152 @@ TEST(F8Tables, WideLayoutRoundTripsAndIsTheEncodersChoiceForLargeChunks) {
     }
     f8tables::allow_simd(true);
     const TensorLayout layout{shape, 0, DType::F8_E4M3, {}};
-    const auto chosen = f8tables::encode(kernel, layout);
-    EXPECT_EQ(chosen[0] & 8, 8) << "a 131 KiB chunk is coded with 32 states";
-    expect_round_trip(kernel, chosen, "encoder's choice");
+    const auto wide = f8tables::encode_with(kernel, layout, {3, 12, false, true});
     // 32 states cost 112 bytes more than 4, nothing else.
-    const auto narrow = f8tables::encode_with(kernel, layout, {chosen[0] & 3u, chosen[1], false, false});
-    EXPECT_LE(chosen.size(), narrow.size() + 112 + 2);
+    const auto narrow = f8tables::encode_with(kernel, layout, {3, 12, false, false});
+    EXPECT_LE(wide.size(), narrow.size() + 112 + 2);
     // Coded signs are not part of the wide layout.
-    auto bad = chosen;
+    auto bad = wide;
     bad[0] |= 4;
     std::vector<uint8_t> out(kernel.size());
     EXPECT_THROW(f8tables::decode(bad, out), CorruptData);
     // Cut anywhere: refused.
-    for (size_t cut = 0; cut < chosen.size(); cut += 97) {
-        const std::vector<uint8_t> part(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(cut));
+    for (size_t cut = 0; cut < wide.size(); cut += 97) {
+        const std::vector<uint8_t> part(wide.begin(), wide.begin() + static_cast<std::ptrdiff_t>(cut));
         EXPECT_THROW(f8tables::decode(part, out), CorruptData) << "cut at " << cut;
+    }
+}
+
+// The state-signs layout (32 or 64 states starting from the last 960 or
+// 1920 signs, one-word table slots, SIMD 32 or 64 bytes a round): lengths
+// around its rounds and around the signs the states carry, with and
+// without SIMD, and the encoder's choice from 2 KiB, costing only its
+// states over 4 lanes.
+// The decoders a test runs the state-signs layout through: AVX-512 (or the
+// best the CPU has), AVX2, none.
+constexpr const char* kSimdModes[] = {"best SIMD", "AVX2", "no SIMD"};
+void use_simd(const char* mode) {
+    f8tables::allow_simd(mode != kSimdModes[2]);
+    if (mode == kSimdModes[1]) f8tables::allow_avx512(false);
+}
+
+TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
+    const auto kernel = fp8_kernel(1400, 96, 8);
+    const std::vector<uint64_t> shape = {1400, 96};
+    for (const char* simd : kSimdModes) {
+        use_simd(simd);
+        for (size_t len : {size_t{1}, size_t{63}, size_t{64}, size_t{129}, size_t{1919}, size_t{1920}, size_t{1921},
+                           size_t{2049}, size_t{20000}, kernel.size() - 96 * 7 - 40})
+            for (uint64_t offset : {uint64_t{0}, uint64_t{96 * 7 + 40}})
+                for (unsigned log2k = 0; log2k <= 3; ++log2k)
+                    for (unsigned prec : {10u, 12u, 14u})
+                        for (bool sixty_four : {false, true}) {
+                            if (prec > 12 && len < 1919) continue;  // a symbol above 2^12 of 2^14 slots: refused
+                            const auto in = std::span<const uint8_t>(kernel).subspan(offset, len);
+                            expect_round_trip(in,
+                                              f8tables::encode_with(in, {shape, offset, DType::F8_E4M3, {}},
+                                                                    {log2k, prec, false, true, true, sixty_four}),
+                                              simd);
+                        }
+    }
+    f8tables::allow_simd(true);
+    const TensorLayout layout{shape, 0, DType::F8_E4M3, {}};
+    const auto chosen = f8tables::encode(std::span<const uint8_t>(kernel).first(2048), layout);
+    EXPECT_EQ(chosen[0] & 24, 24) << "a 2 KiB chunk takes the state-signs layout";
+    const auto full = f8tables::encode(kernel, layout);
+    EXPECT_EQ(full[0] & 56, 56) << "a 131 KiB chunk takes 64 states";
+    expect_round_trip(kernel, full, "encoder's choice");
+    // 64 states of 32 bits carry 1920 signs: about 9 bits a state lost
+    // (a final state holds some 23 bits), against 4 states' 24 bits each;
+    // and the precision is at most 12 bits.
+    const auto narrow = f8tables::encode_with(kernel, layout, {full[0] & 3u, full[1], false, false});
+    EXPECT_LE(full.size(), narrow.size() + 96);
+    std::vector<uint8_t> out(kernel.size());
+    for (auto [flags, why] : {std::pair{full[0] & ~8u, "state signs without the wide layout"},
+                              std::pair{full[0] | 4u, "coded signs in it"}, std::pair{(full[0] & ~16u) | 64u, "row classes without state signs"},
+                              std::pair{(full[0] & ~16u) | 32u, "64 states without state signs"},
+                              std::pair{full[0] | 128u, "an unknown flag"}}) {
+        auto bad = full;
+        bad[0] = static_cast<uint8_t>(flags);
+        EXPECT_THROW(f8tables::decode(bad, out), CorruptData) << why;
+    }
+    for (size_t cut = 0; cut < full.size(); cut += 97) {
+        const std::vector<uint8_t> part(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(cut));
+        EXPECT_THROW(f8tables::decode(part, out), CorruptData) << "cut at " << cut;
+    }
+    // Row classes: every class count, lengths and offsets that start and
+    // end inside rows, one-row chunks; refused without classes.
+    for (const char* simd : kSimdModes) {
+        use_simd(simd);
+        for (size_t len : {size_t{1}, size_t{95}, size_t{97}, size_t{2049}, size_t{20000}})
+            for (uint64_t offset : {uint64_t{0}, uint64_t{96 * 7 + 40}})
+                for (unsigned log2k = 1; log2k <= 3; ++log2k) {
+                    const auto in = std::span<const uint8_t>(kernel).subspan(offset, len);
+                    expect_round_trip(in,
+                                      f8tables::encode_with(in, {shape, offset, DType::F8_E4M3, {}},
+                                                            {log2k, 12, false, true, true, len > 4096, true}),
+                                      simd);
+                }
+    }
+    f8tables::allow_simd(true);
+    EXPECT_THROW(f8tables::encode_with(kernel, layout, {0, 12, false, true, true, false, true}), Error);
+    {
+        auto rows = f8tables::encode_with(kernel, layout, {2, 12, false, true, true, true, true});
+        auto bad = rows;
+        bad[0] = static_cast<uint8_t>(bad[0] & ~3u);  // row classes, no classes
+        EXPECT_THROW(f8tables::decode(bad, out), CorruptData);
+        bad = rows;
+        bad[0] = static_cast<uint8_t>(bad[0] & ~16u & ~32u & ~8u);  // row classes in the 4-state layout
+        EXPECT_THROW(f8tables::decode(bad, out), CorruptData);
+        for (size_t cut = 0; cut < rows.size(); cut += 211) {
+            const std::vector<uint8_t> part(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(cut));
+            EXPECT_THROW(f8tables::decode(part, out), CorruptData) << "cut at " << cut;
+        }
+    }
+    // Rows of a kernel whose rows differ in scale, as output channels of
+    // [out, in] weights quantised per channel or per 128x128 block: the
+    // encoder takes row classes, and they code smaller than column ones.
+    {
+        auto by_rows = fp8_kernel(96, 1400, 9);  // columns differ: transposed, rows do
+        std::vector<uint8_t> t(by_rows.size());
+        for (size_t r = 0; r < 1400; ++r)
+            for (size_t c = 0; c < 96; ++c) t[r * 96 + c] = by_rows[c * 1400 + r];
+        const std::vector<uint64_t> tshape = {1400, 96};
+        const TensorLayout tl{tshape, 0, DType::F8_E4M3, {}};
+        const auto chosen_rows = f8tables::encode(t, tl);
+        EXPECT_EQ(chosen_rows[0] & 64, 64) << "rows of different scale take row classes";
+        expect_round_trip(t, chosen_rows, "encoder's row classes");
+        const auto by_cols = f8tables::encode_with(t, tl, {3, chosen_rows[1], false, true, true, true, false});
+        EXPECT_LT(chosen_rows.size(), by_cols.size());
+    }
+    // One byte value all through: at 13 bits its frequency (all 2^13 slots)
+    // fits no slot word, and the encoder refuses the forced choice; at 12
+    // it fits (2^12), which its own choice may use.
+    const std::vector<uint8_t> flat(5000, 0x38);
+    const std::vector<uint64_t> flat_shape = {5000};
+    const TensorLayout flat_layout{flat_shape, 0, DType::F8_E4M3, {}};
+    EXPECT_THROW(f8tables::encode_with(flat, flat_layout, {0, 13, false, true, true}), Error);
+    expect_round_trip(flat, f8tables::encode_with(flat, flat_layout, {0, 12, false, true, true}), "one value, 12 bits");
+    expect_round_trip(flat, f8tables::encode(flat, flat_layout), "one value, the encoder's choice");
+    // A chunk shorter than the one coded (the final states then carry
+    // other signs, or a sign past its end): refused.
+    const auto small = std::span<const uint8_t>(kernel).first(100);
+    const auto tail = f8tables::encode_with(small, layout, {0, 12, false, true, true});
+    std::vector<uint8_t> small_out(small.size());
+    EXPECT_NO_THROW(f8tables::decode(tail, small_out));
+    small_out.resize(99);
+    EXPECT_THROW(f8tables::decode(tail, small_out), CorruptData);
+    // Every byte flipped: refused or decoded to other bytes, never a crash.
+    const auto mid = std::span<const uint8_t>(kernel).first(3000);
+    const auto good = f8tables::encode_with(mid, layout, {2, 11, false, true, true});
+    std::vector<uint8_t> mid_out(mid.size());
+    for (size_t at = 0; at < good.size(); ++at) {
+        auto bad = good;
+        bad[at] ^= 0x5A;
+        try {
+            f8tables::decode(bad, mid_out);
+        } catch (const CorruptData&) {
+        }
     }
 }
 
@@ -168,7 +305,7 @@ TEST(F8Tables, DamagedPayloadsAreCorruptDataNeverACrash) {
         }
     }
     auto flags = good;
-    flags[0] |= 0x10;
+    flags[0] |= 0x80;
     EXPECT_THROW(f8tables::decode(flags, out), CorruptData);
     auto prec = good;
     prec[1] = 16;

@@ -2,8 +2,10 @@
 // files -- sizes against the whole-byte order-0 bound, one-thread in-memory
 // decode speed against libzstd level 3 decompression of the same whole file
 // (zstd3d: MB/s of the whole file; the others: of the F8 bytes, 256 KiB
-// chunks). f8tab4 / f8tab32: f8-tables with the encoder's own classes and
-// precision, forced to 4 and to 32 states (the wide layout), every chunk.
+// chunks). f8tab: the encoder's choice (from 2 KiB the state-signs layout:
+// 32 or 64 states, column or row classes). f8tab4 / f8tab32: the same class
+// count and precision with column classes in the older layouts, forced to 4
+// and to 32 states (the wide layout), every chunk.
 // A bench of issue 13, built by hand (not part of the meson build):
 //
 //   g++ -std=c++20 -O2 -march=x86-64-v2 -Iinclude -Isrc/lib tools/bench/f8_coders.cpp \

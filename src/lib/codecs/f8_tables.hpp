@@ -15,8 +15,11 @@
 // The payload carries everything the decoder needs (column period, phase,
 // classes, tables), so unlike codecs 6-8 it decodes without the tensor's
 // layout. Any byte is a magnitude and a sign, so E5M2 tensors use it too.
-// From 128 KiB the stream has 32 states instead of 4 (the wide layout),
-// which an AVX-512 decoder steps 32 bytes at a time with gathers.
+// The stream has 32 states instead of 4 (the wide layout), which an AVX-512
+// decoder steps 32 bytes at a time with gathers; the states start from the
+// last signs (the state-signs layout), so they cost 8 bytes, not 112, and
+// tables of at most 2^12 slots keep a slot in one word (one gather). In
+// that layout the classes may be per row instead of per column.
 // Format: man/ptwmfs-store.5.
 #pragma once
 
@@ -34,6 +37,9 @@ struct Choice {
     unsigned prec = 14;         // table precision, srans::kMinPrec..kMaxPrec
     bool coded_signs = false;   // the sign as a coded symbol, else a raw bit
     bool wide = false;          // 32 rANS states instead of 4 (raw signs only): SIMD decoding
+    bool state_signs = false;   // wide only, frequencies <= 2^12: the last signs in the start states, one-word slots
+    bool sixty_four = false;    // state signs only: 64 states instead of 32
+    bool row_classes = false;   // state signs and classes only: a class per row of the chunk, not per column
 };
 
 // `layout.shape` and `layout.offset` give the column period and phase.
@@ -45,5 +51,8 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out);
 // Tests: decode the wide layout without SIMD where the CPU has it, so the
 // byte-by-byte path other CPUs take is covered too (default: allowed).
 void allow_simd(bool allowed);
+// Tests: the state-signs layout's AVX2 decoder where the CPU has AVX-512
+// (false; true again: the best the CPU has).
+void allow_avx512(bool allowed);
 
 }  // namespace ptwm::f8tables

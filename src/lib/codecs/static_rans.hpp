@@ -93,14 +93,17 @@ private:
 class BitReader {
 public:
     explicit BitReader(std::span<const uint8_t> in) : in_(in) {}
+    // bits <= 32. The bytes the bits span at once, not bit by bit: decoders
+    // read a chunk's tables before every chunk.
     uint32_t get(unsigned bits) {
-        uint32_t v = 0;
-        for (unsigned b = 0; b < bits; ++b) {
-            if (at_ >= in_.size() * 8) throw CorruptData("static rANS: tables run past the payload");
-            v |= uint32_t{(in_[at_ >> 3] >> (at_ & 7)) & 1u} << b;
-            ++at_;
-        }
-        return v;
+        if (bits == 0) return 0;
+        if (at_ + bits > in_.size() * 8) throw CorruptData("static rANS: tables run past the payload");
+        const size_t first = at_ >> 3;
+        const unsigned skip = at_ & 7, span = (skip + bits + 7) / 8;
+        uint64_t w = 0;
+        for (unsigned k = 0; k < span; ++k) w |= uint64_t{in_[first + k]} << (8 * k);
+        at_ += bits;
+        return static_cast<uint32_t>((w >> skip) & ((uint64_t{1} << bits) - 1));
     }
     uint32_t exp_golomb(unsigned k) {
         unsigned q = 0;
@@ -151,9 +154,14 @@ inline bool normalize(Table& t, unsigned prec) {
         if (t.code[s]) sum += weight(s), order[present++] = static_cast<uint8_t>(s);
     if (sum == 0 || present > total) return false;
     int64_t diff = total;
+    // A frequency depends on the code only: one division a distinct code
+    // (a table has some 60 codes for up to 256 symbols).
+    std::array<uint32_t, 256> by_code{};
     for (unsigned k = 0; k < present; ++k) {
         const unsigned s = order[k];
-        t.freq[s] = static_cast<uint32_t>(std::max<uint64_t>(1, (weight(s) * total + sum / 2) / sum));
+        uint32_t& f = by_code[t.code[s]];
+        if (!f) f = static_cast<uint32_t>(std::max<uint64_t>(1, (weight(s) * total + sum / 2) / sum));
+        t.freq[s] = f;
         diff -= t.freq[s];
     }
     if (diff != 0) {
