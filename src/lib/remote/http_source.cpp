@@ -1,6 +1,7 @@
 #include "ptwm/remote/http_source.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -86,6 +87,7 @@ private:
     unsigned sequential_run_ = 0;
     uint64_t ahead_until_ = 0;     // fetch-ahead planned up to here
     bool ahead_failing_ = false;   // a background fetch failed: none until a read succeeds
+    mutable std::atomic<bool> change_logged_{false};
 };
 
 std::string HttpSource::Blocks::block_key(uint64_t block) const {
@@ -307,9 +309,13 @@ void HttpSource::Blocks::fetch_run(uint64_t first, uint64_t last, Block* into) c
     req.into = bytes;
     if (!info_.etag.empty()) req.headers.push_back("If-Match: " + info_.etag);
     const HttpResponse resp = store_->client().send(req);
-    if (resp.status == 412 || (resp.status < 300 && !resp.etag.empty() && !info_.etag.empty() && resp.etag != info_.etag))
-        throw Error(object_.text + ": the object changed since it was opened (ETag " + info_.etag + ", now " +
-                    (resp.etag.empty() ? "different" : resp.etag) + "); its reads fail rather than mix two versions");
+    if (resp.status == 412 || (resp.status < 300 && !resp.etag.empty() && !info_.etag.empty() && resp.etag != info_.etag)) {
+        const std::string what = object_.text + ": the object changed since it was opened (ETag " + info_.etag +
+                                 ", now " + (resp.etag.empty() ? "different" : resp.etag) +
+                                 "); its reads fail rather than mix two versions";
+        if (!change_logged_.exchange(true)) std::fprintf(stderr, "ptwmfs: %s\n", what.c_str());  // once an object
+        throw ObjectChanged(what);
+    }
     if (resp.status >= 300) throw RemoteError(store_->client().describe_failure(req, resp), resp.status, false);
     if (resp.status == 200 && begin != 0)
         throw Error(object_.text + ": the server ignored the byte range " + std::to_string(begin) + "-" +
