@@ -43,7 +43,10 @@ DAEMON = os.environ.get("PTWMFS", str(ROOT / "build" / "src" / "fs" / "ptwmfs"))
 
 
 def sh(*args, check=True, **kw):
-    return subprocess.run([str(a) for a in args], check=check, capture_output=True, text=True, **kw)
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+    if check and p.returncode != 0:
+        sys.exit(f"{' '.join(str(a) for a in args[:3])} ... failed ({p.returncode}): {p.stderr[-2000:]}")
+    return p
 
 
 class Link:
@@ -134,7 +137,8 @@ def main():
     ap.add_argument("--copies", type=int, default=4)
     ap.add_argument("--generate-gb", type=float, default=0,
                     help="bench a generated BF16 checkpoint of this many GB instead of copies of SRC_DIR")
-    ap.add_argument("--shard-mb", type=int, default=1024, help="shard size of the generated checkpoint")
+    ap.add_argument("--shard-mb", type=int, default=512,
+                    help="shard size of the generated checkpoint (the raw peer's single PUT of 1 GiB fails here)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--parallel", type=int, default=16, help="range GETs in flight for the raw peer")
