@@ -158,7 +158,7 @@ def main():
                 os.link(f, model / f"{i}-{f.name}") if os.stat(f).st_dev == os.stat(work).st_dev else \
                     shutil.copy(f, model / f"{i}-{f.name}")
         original = tree_bytes(model)
-        with Link(args.rate) as link, rt.SeaweedFS(ip=HOST_IP) as s3:
+        with Link(args.rate) as link, rt.SeaweedFS(ip=HOST_IP, max_volumes=max(30, int(3 * original / 64e6) + 16)) as s3:
             env = s3.env()
             s3.make_bucket("bench")
             sh(TOOL, "pack", "-q", model, "s3://bench/packed", env=env)
