@@ -116,8 +116,9 @@ class SeaweedFS:
     """`with SeaweedFS() as s3:` a running cluster; s3.endpoint, s3.env(),
     s3.make_bucket(name), s3.stop_gateway()/start_gateway(), s3.volumes[i].stop()."""
 
-    def __init__(self, weed=None, ip="127.0.0.1"):
+    def __init__(self, weed=None, ip="127.0.0.1", max_volumes=30):
         self.ip = ip
+        self.max_volumes = max_volumes  # of 64 MB each, a volume server: 30 holds ~1.9 GB
         self.weed = weed or weed_path()
         if not self.weed:
             raise RuntimeError(WEED_MISSING)
@@ -159,7 +160,7 @@ class SeaweedFS:
         for i, port in enumerate(self.volume_ports):
             os.makedirs(f"{d}/volume{i}")
             v = Process(f"volume{i}", [weed, "volume", f"-ip={ip}", f"-ip.bind={ip}", f"-port={port}",
-                                       f"-dir={d}/volume{i}", f"-mserver={ip}:{self.master_port}", "-max=30",
+                                       f"-dir={d}/volume{i}", f"-mserver={ip}:{self.master_port}", f"-max={self.max_volumes}",
                                        "-dataCenter=dc1", "-rack=rack1"], d)
             self.processes.append(v)
             self.volumes.append(v)

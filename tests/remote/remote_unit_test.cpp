@@ -1,15 +1,19 @@
 // The remote stage's pieces that need no server: URLs, S3 settings from the
 // AWS variables and files, the manifest's checks, the disk cache's refusal
-// to serve a damaged entry.
+// to serve a damaged entry, the fetch pool's bounds.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include "ptwm/base/error.hpp"
 #include "ptwm/remote/disk_cache.hpp"
+#include "ptwm/remote/fetch_pool.hpp"
 #include "ptwm/remote/manifest.hpp"
 #include "ptwm/remote/remote_url.hpp"
 #include "ptwm/remote/s3_config.hpp"
@@ -175,4 +179,42 @@ TEST(DiskCache, EvictsLeastRecentlyUsedBeyondItsBound) {
     uint64_t total = 0;
     for (const auto& e : fs::directory_iterator(dir.path)) total += e.file_size();
     EXPECT_LE(total, 100u * 1024);
+}
+
+// FetchPool: every queued job runs; the queue is bounded, and a full queue
+// refuses (the reader then fetches itself) instead of growing.
+TEST(FetchPool, RunsQueuedJobsAndRefusesWhenFull) {
+    struct Shared {
+        std::mutex mutex;
+        std::condition_variable changed;
+        int ran = 0;
+        bool released = false;
+    };
+    auto shared = std::make_shared<Shared>();
+    auto& pool = FetchPool::shared();
+    for (int i = 0; i < 4; ++i)
+        ASSERT_TRUE(pool.try_submit([shared] {
+            std::lock_guard lock(shared->mutex);
+            ++shared->ran;
+            shared->changed.notify_all();
+        }, 1));
+    {
+        std::unique_lock lock(shared->mutex);
+        ASSERT_TRUE(shared->changed.wait_for(lock, std::chrono::seconds(10), [&] { return shared->ran == 4; }));
+    }
+    // One thread held by a job that waits: the queue takes a few, then refuses.
+    ASSERT_TRUE(pool.try_submit([shared] {
+        std::unique_lock lock(shared->mutex);
+        shared->changed.wait(lock, [&] { return shared->released; });
+    }, 1));
+    int accepted = 0;
+    for (int i = 0; i < 16; ++i)
+        if (pool.try_submit([shared] {}, 1)) ++accepted;
+    EXPECT_GE(accepted, 3);
+    EXPECT_LE(accepted, 4);
+    {
+        std::lock_guard lock(shared->mutex);
+        shared->released = true;
+        shared->changed.notify_all();
+    }
 }

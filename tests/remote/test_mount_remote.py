@@ -4,7 +4,14 @@ nginx on loopback. Every file byte-identical through read and mmap; one
 full read fetches at most 1.05x the packed bytes (counted by nginx); an
 object replaced under the mount fails reads with EIO and the daemon lives;
 a damaged disk-cache entry is fetched again; with the server gone a fresh
-mount over the disk cache serves everything."""
+mount over the disk cache serves everything.
+
+`ptwmfs s3://BUCKET/PREFIX MOUNTPOINT` against SeaweedFS: every corpus file
+byte-identical; wrong credentials; the gateway stopped mid-read (also with
+a fetch-ahead window in flight): the read waits and completes, or fails
+with EIO after remote_timeout, and the daemon lives; an object replaced
+under the mount: old bytes or EIO, never new or mixed ones, one log line;
+two mounts sharing one disk cache; one volume server stopped."""
 import errno
 import os
 import shutil
@@ -23,6 +30,18 @@ import ptwmfs_testlib as mt  # noqa: E402
 
 CORPUS = Path(rt.SOURCE_ROOT).parent / "shared" / "corpus"
 TOOL = os.environ.get("PTWMFS_TOOL", os.path.join(rt.SOURCE_ROOT, "build", "tools", "ptwmfs-tool", "ptwmfs-tool"))
+
+
+def write_random_checkpoint(path, megabytes, seed):
+    """A safetensors file of one BF16 tensor of seeded random bytes: larger
+    than a fetch-ahead window even stored (random bytes barely compress)."""
+    import json
+    import random
+    data = random.Random(seed).randbytes(megabytes << 20)
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [len(data) // 2], "data_offsets": [0, len(data)]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + data)
 
 
 def files_below(root):
@@ -85,6 +104,8 @@ class MountOverHttp(unittest.TestCase):
                 remote = m.stats()["remote"]
                 self.assertGreater(remote["requests"], 0)
                 self.assertGreaterEqual(remote["bytes_fetched"], fetched * 0.95)
+                if CORPUS.is_dir():  # esrgan is 9 MiB stored: read in order, its blocks come fetched ahead
+                    self.assertGreater(remote["ahead_blocks"], 0)
                 print(f"fetched {fetched} bytes by nginx's count for {packed} packed "
                       f"({fetched / packed:.4f}); {remote}", file=sys.stderr)
                 self.assert_all_identical(m)  # mmap too, now from the caches
@@ -153,6 +174,13 @@ class MountOverS3(unittest.TestCase):
             cls.url = "s3://models/corpus"
             subprocess.run([TOOL, "pack", cls.src, cls.url], check=True, capture_output=True)
             cls.big = max(files_below(cls.src), key=lambda p: os.path.getsize(cls.src / p))
+            # 40 MiB stored: a read of its first megabytes leaves most of it
+            # unfetched, even with a fetch-ahead window in flight.
+            cls.window_src = cls.tmp / "window"
+            cls.window_src.mkdir()
+            write_random_checkpoint(cls.window_src / "random.safetensors", 40, seed=3)
+            cls.window_url = "s3://models/window"
+            subprocess.run([TOOL, "pack", cls.window_src, cls.window_url], check=True, capture_output=True)
         except BaseException:
             cls.tearDownClass()
             raise
@@ -215,6 +243,129 @@ class MountOverS3(unittest.TestCase):
             finally:
                 self.cluster.start_gateway()
             self.assertEqual(mt.sha256_read(m / str(self.big)), mt.sha256_read(self.src / self.big))
+
+    def read_rest_while_gateway_is_down(self, m, path, head_bytes):
+        """Reads `head_bytes` of `path` (a sequential reader: fetch-ahead
+        starts), stops the gateway, and starts a thread reading the rest.
+        Returns (head, thread, result dict: rest or error, seconds)."""
+        import threading
+        import time
+        f = open(path, "rb", buffering=0)
+        head = b""
+        while len(head) < head_bytes:
+            head += f.read(head_bytes - len(head))
+        self.cluster.stop_gateway()
+        result = {}
+
+        def rest():
+            start = time.monotonic()
+            try:
+                result["rest"] = f.read()
+            except OSError as e:
+                result["error"] = e
+            finally:
+                result["seconds"] = time.monotonic() - start
+                f.close()
+        reader = threading.Thread(target=rest)
+        reader.start()
+        return head, reader, result
+
+    def test_gateway_stopped_with_a_window_in_flight_then_back(self):
+        with mt.Mount(self.window_url, self.options(self.fresh_cache())) as m:
+            name = "random.safetensors"
+            head, reader, result = self.read_rest_while_gateway_is_down(m, m / name, 4 << 20)
+            try:
+                reader.join(3)
+                self.assertTrue(reader.is_alive(), "the read finished without the gateway")
+            finally:
+                self.cluster.start_gateway()
+            reader.join(120)
+            self.assertFalse(reader.is_alive())
+            self.assertNotIn("error", result)
+            digest = __import__("hashlib").sha256(head + result["rest"]).hexdigest()
+            self.assertEqual(digest, mt.sha256_read(self.window_src / name))
+            self.assertGreater(m.stats()["remote"]["ahead_blocks"], 0, "the read was not fetched ahead")
+
+    def test_gateway_stopped_with_a_window_in_flight_eio_after_the_timeout(self):
+        timeout = 3
+        with mt.Mount(self.window_url, f"disk_cache={self.fresh_cache()},remote_timeout={timeout}") as m:
+            name = "random.safetensors"
+            try:
+                _, reader, result = self.read_rest_while_gateway_is_down(m, m / name, 4 << 20)
+                reader.join(120)
+                self.assertFalse(reader.is_alive())
+                self.assertIsInstance(result.get("error"), OSError)
+                self.assertEqual(result["error"].errno, errno.EIO)
+                # Bounded by the timeout (a few of them: the kernel retries
+                # a failed read-ahead page once more), not the 60 s default.
+                self.assertLess(result["seconds"], 8 * timeout, result)
+                print(f"EIO after {result['seconds']:.1f} s with remote_timeout={timeout}", file=sys.stderr)
+                self.assertTrue(os.listdir(m.path))  # the daemon lives
+            finally:
+                self.cluster.start_gateway()
+            self.assertEqual(mt.sha256_read(m / name), mt.sha256_read(self.window_src / name))
+
+    @unittest.skipUnless(CORPUS.is_dir(), "needs ../shared/corpus for a store larger than the blocks read at open")
+    def test_object_replaced_under_the_mount_fails_with_eio(self):
+        src = self.tmp / "replace"
+        src.mkdir()
+        shutil.copy(CORPUS / "esrgan-thick-x4.BF16.safetensors", src / "esrgan.BF16.safetensors")
+        shutil.copy(CORPUS / "posenet.F8_E4M3.safetensors", src / "posenet.F8.safetensors")
+        url = "s3://models/replace"
+        subprocess.run([TOOL, "pack", src, url], check=True, capture_output=True)
+        other = self.tmp / "other.ptwm"
+        subprocess.run([TOOL, "pack", "--level", "1", CORPUS / "esrgan-thick-x4.F16.safetensors", other],
+                       check=True, capture_output=True)
+        name = "esrgan.BF16.safetensors"
+        want = (src / name).read_bytes()
+        with mt.Mount(url, self.options(self.fresh_cache())) as m:
+            # Opened at mount (HEAD, superblock, index): now a new version.
+            self.cluster.put_object("models", "replace/" + name + ".ptwm", other.read_bytes())
+            errors, at = 0, 0
+            with open(m / name, "rb", buffering=0) as f:
+                while at < len(want):  # every piece is the old bytes or EIO, never the new or a mix
+                    try:
+                        piece = os.pread(f.fileno(), 1 << 20, at)
+                    except OSError as e:
+                        self.assertEqual(e.errno, errno.EIO)
+                        errors += 1
+                        at += 1 << 20
+                        continue
+                    self.assertEqual(piece, want[at:at + len(piece)], f"wrong bytes at {at}")
+                    self.assertTrue(piece)
+                    at += len(piece)
+            self.assertGreater(errors, 0, "no read failed after the object was replaced")
+            # The daemon lives and serves the rest.
+            self.assertEqual(mt.sha256_read(m / "posenet.F8.safetensors"), mt.sha256_read(src / "posenet.F8.safetensors"))
+        # One line for the object from the remote stage, however many reads
+        # fail. (Read once the daemon is gone: Mount.log() seeks the file the
+        # daemon writes to, and a line written meanwhile lands at offset 0.)
+        stage_lines = [line for line in m.log().splitlines()
+                       if line.startswith(f"ptwmfs: {url}/{name}.ptwm: the object changed since it was opened")]
+        self.assertEqual(len(stage_lines), 1, m.log())
+
+    def test_two_mounts_share_one_disk_cache(self):
+        import concurrent.futures
+        cache = self.fresh_cache()
+        files = files_below(self.src)
+        want = {rel: mt.sha256_read(self.src / rel) for rel in files}
+        with mt.Mount(self.url, self.options(cache)) as a, mt.Mount(self.url, self.options(cache)) as b:
+            # Both read everything at once, each file by both mounts.
+            jobs = [(m, rel) for rel in files for m in (a, b)]
+            with concurrent.futures.ThreadPoolExecutor(6) as pool:
+                got = list(pool.map(lambda job: mt.sha256_read(job[0] / str(job[1])), jobs))
+            for (m, rel), digest in zip(jobs, got):
+                self.assertEqual(digest, want[rel], f"{rel} through {'a' if m is a else 'b'}")
+            for m in (a, b):
+                self.assertEqual(m.stats()["remote"]["disk_cache_rejected"], 0, m.stats()["remote"])
+        # Every entry the two wrote is whole: a third mount serves all from it.
+        with mt.Mount(self.url, self.options(cache)) as c:
+            for rel in files:
+                self.assertEqual(mt.sha256_read(c / str(rel)), want[rel], str(rel))
+            remote = c.stats()["remote"]
+            self.assertEqual(remote["disk_cache_rejected"], 0, remote)
+            packed = sum(e.stat().st_size for e in cache.glob("*.entry"))
+            self.assertLess(remote["bytes_fetched"], 0.02 * packed, remote)
 
     def test_zz_one_volume_server_stopped(self):  # last: the cluster stays one volume short
         self.cluster.volumes[1].stop()

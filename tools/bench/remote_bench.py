@@ -11,9 +11,15 @@ addresses on this machine are used (169.254.213.1/30 and .2), and
 everything is torn down at the end. Needs root, iproute2, curl, and weed
 (tools/install-seaweedfs.sh).
 
-usage: python3 tools/bench/remote_bench.py [--copies N] [--rounds R] [--rate 1gbit] [SRC_DIR]
+usage: python3 tools/bench/remote_bench.py [--copies N | --generate-gb G [--shard-mb M]] [--rounds R]
+                                           [--rate 1gbit] [--baseline DAEMON] [--verbose] [SRC_DIR]
 SRC_DIR defaults to ../shared/corpus; --copies repeats its safetensors
-files to make the checkpoint larger (default 4).
+files to make the checkpoint larger (default 4: 481 MB, a short run).
+--generate-gb makes a BF16 checkpoint of that size in shards instead (the
+multi-GB figures: --generate-gb 3). The cold load is timed from the
+daemon's start (a mount fetches every store's superblock and index before
+it is ready) to the last byte read. --baseline benches a second daemon
+build, interleaved, to compare two builds under the same load.
 """
 import argparse
 import concurrent.futures
@@ -37,7 +43,10 @@ DAEMON = os.environ.get("PTWMFS", str(ROOT / "build" / "src" / "fs" / "ptwmfs"))
 
 
 def sh(*args, check=True, **kw):
-    return subprocess.run([str(a) for a in args], check=check, capture_output=True, text=True, **kw)
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+    if check and p.returncode != 0:
+        sys.exit(f"{' '.join(str(a) for a in args[:3])} ... failed ({p.returncode}): {p.stderr[-2000:]}")
+    return p
 
 
 class Link:
@@ -81,17 +90,60 @@ def drop_caches():
         f.write("3\n")
 
 
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(8 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
 def tree_bytes(d):
     return sum(p.stat().st_size for p in Path(d).rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def generate_checkpoint(out, total_bytes, shard_bytes, seed=0):
+    """A BF16 checkpoint like a trained model's: shards of 4096-wide
+    matrices, each normal with its own scale (as weights are), rounded from
+    float32 to bfloat16. Needs numpy."""
+    import json
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    rows, cols = 2048, 4096  # 16 MiB a tensor
+    tensor_bytes = rows * cols * 2
+    per_shard = max(1, shard_bytes // tensor_bytes)
+    count = max(1, total_bytes // tensor_bytes)
+    shards = (count + per_shard - 1) // per_shard
+    for s in range(shards):
+        names = [f"layers.{t}.weight" for t in range(s * per_shard, min(count, (s + 1) * per_shard))]
+        header, at = {}, 0
+        for n in names:
+            header[n] = {"dtype": "BF16", "shape": [rows, cols], "data_offsets": [at, at + tensor_bytes]}
+            at += tensor_bytes
+        text = json.dumps(header, separators=(",", ":")).encode()
+        text += b" " * (-len(text) % 8)
+        with open(out / f"model-{s + 1:05d}-of-{shards:05d}.safetensors", "wb") as f:
+            f.write(len(text).to_bytes(8, "little") + text)
+            for _ in names:
+                x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(rng.uniform(0.005, 0.05))
+                bits = x.view(np.uint32)
+                bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
+                f.write(bits.astype(np.uint16).tobytes())
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("src", nargs="?", default=str(ROOT.parent / "shared" / "corpus"))
     ap.add_argument("--copies", type=int, default=4)
+    ap.add_argument("--generate-gb", type=float, default=0,
+                    help="bench a generated BF16 checkpoint of this many GB instead of copies of SRC_DIR")
+    ap.add_argument("--shard-mb", type=int, default=512,
+                    help="shard size of the generated checkpoint (the raw peer's single PUT of 1 GiB fails here)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--parallel", type=int, default=16, help="range GETs in flight for the raw peer")
+    ap.add_argument("--verbose", action="store_true", help="print the mounts' -o stats")
+    ap.add_argument("--baseline", help="another ptwmfs daemon to bench beside this one (interleaved)")
     args = ap.parse_args()
     if not rt.weed_path():
         sys.exit(rt.WEED_MISSING)
@@ -99,12 +151,14 @@ def main():
     try:
         model = work / "model"
         model.mkdir()
-        for i in range(args.copies):
+        if args.generate_gb:
+            generate_checkpoint(model, int(args.generate_gb * 1e9), args.shard_mb << 20)
+        for i in range(0 if args.generate_gb else args.copies):
             for f in sorted(Path(args.src).glob("*.safetensors")):
                 os.link(f, model / f"{i}-{f.name}") if os.stat(f).st_dev == os.stat(work).st_dev else \
                     shutil.copy(f, model / f"{i}-{f.name}")
         original = tree_bytes(model)
-        with Link(args.rate) as link, rt.SeaweedFS(ip=HOST_IP) as s3:
+        with Link(args.rate) as link, rt.SeaweedFS(ip=HOST_IP, max_volumes=max(30, int(3 * original / 64e6) + 16)) as s3:
             env = s3.env()
             s3.make_bucket("bench")
             sh(TOOL, "pack", "-q", model, "s3://bench/packed", env=env)
@@ -119,21 +173,31 @@ def main():
                 sh("curl", "-sS", "-f", "-X", "PUT", "--aws-sigv4", f"aws:amz:{rt.REGION}:s3", "--user",
                    f"{rt.ACCESS_KEY}:{rt.SECRET_KEY}", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
                    "-T", model / name, f"{s3.endpoint}/bench/raw/{name}")
-            want = {n: hashlib.sha256((model / n).read_bytes()).hexdigest() for n in raw_names}
+            want = {n: sha256_file(model / n) for n in raw_names}
             inner = work / "inner.py"
             inner.write_text(INNER)
-            results = {"mount cold": [], "mount from disk cache": [], "raw range GETs": []}
+            results = {"raw range GETs": [], "mount cold": [], "mount from disk cache": []}
+            daemons = {"mount": DAEMON}
+            if args.baseline:
+                daemons["baseline"] = args.baseline
+                results.update({"baseline mount cold": [], "baseline mount from disk cache": []})
             for r in range(args.rounds):
-                for what in ("raw", "mount"):  # interleaved
+                for what in ("raw", *daemons):  # interleaved
                     drop_caches()
-                    out = link.run(sys.executable, inner, what, s3.endpoint, DAEMON, work / f"cache{r}",
-                                   str(args.parallel), *raw_names, env=env, timeout=3600).stdout
+                    cache = work / f"cache-{what}-{r}"
+                    out = link.run(sys.executable, inner, "raw" if what == "raw" else "mount", s3.endpoint,
+                                   daemons.get(what, DAEMON), cache, str(args.parallel), *raw_names, env=env,
+                                   timeout=3600).stdout
                     lines = dict(line.split("=", 1) for line in out.split() if "=" in line)
                     if what == "raw":
                         results["raw range GETs"].append(float(lines["seconds"]))
                     else:
-                        results["mount cold"].append(float(lines["cold"]))
-                        results["mount from disk cache"].append(float(lines["warm"]))
+                        prefix = "" if what == "mount" else "baseline "
+                        results[prefix + "mount cold"].append(float(lines["cold"]))
+                        results[prefix + "mount from disk cache"].append(float(lines["warm"]))
+                        if args.verbose:  # the daemons' -o stats (cold, then warm)
+                            print(what, Path(str(cache) + ".stats").read_text(), file=sys.stderr)
+                        shutil.rmtree(cache, ignore_errors=True)
                         bad = [n for n in raw_names if lines.get(n) != want[n]]
                         if bad:
                             sys.exit(f"mismatch through the mount: {bad}")
@@ -183,10 +247,13 @@ if what == "raw":
 def load(verify=False):
     mnt = tempfile.mkdtemp()
     r, w = os.pipe()
-    p = subprocess.Popen([daemon, "s3://bench/packed", mnt, "-f", "-o", f"auto_unmount,ready_fd={w},disk_cache={cache},disk_cache_size=64G"], pass_fds=(w,))
+    # Timed from the daemon's start: a mount fetches each store's superblock
+    # and index (a block or two each) before it is ready, part of the load.
+    start = time.monotonic()
+    p = subprocess.Popen([daemon, "s3://bench/packed", mnt, "-f", "-o", f"auto_unmount,stats,ready_fd={w},disk_cache={cache},disk_cache_size=64G"],
+                         pass_fds=(w,), stderr=open(cache + ".stats", "a"))
     os.close(w)
     select.select([r], [], [], 120); os.read(r, 1)
-    start = time.monotonic()
     # Timed: read every byte, as a loader does (the raw peer hashes nothing either).
     def read(n):
         with open(os.path.join(mnt, n), "rb", buffering=0) as f:

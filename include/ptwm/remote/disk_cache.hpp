@@ -34,6 +34,9 @@ public:
     // The bytes stored under `key`, checked; nullopt when absent or damaged
     // (a damaged entry is removed).
     std::optional<std::vector<uint8_t>> get(const std::string& key);
+    // An entry file for `key` exists (unchecked, not read): fetch-ahead
+    // leaves such blocks to get(), which checks them.
+    bool probably_has(const std::string& key) const;
     // Stores `bytes` under `key` (atomically; failures to write are ignored:
     // a cache that cannot write only costs fetches).
     void put(const std::string& key, std::span<const uint8_t> bytes);

@@ -32,6 +32,15 @@ private:
     bool transient_;
 };
 
+// An object answered with another ETag than the one it was opened with:
+// it was replaced on the server. Its reads fail rather than mix versions;
+// HttpSource has logged it once for the object, so callers need not log
+// each failed read again.
+class ObjectChanged : public RemoteError {
+public:
+    explicit ObjectChanged(const std::string& what) : RemoteError(what, 412, false) {}
+};
+
 struct RetryPolicy {
     double timeout_seconds = 60;  // the whole request, retries included
     double first_backoff_seconds = 0.1;

@@ -4,29 +4,35 @@
 // come from HEAD at open; every GET asks for that ETag (If-Match) and checks
 // the one answered, so an object replaced while open fails its reads with a
 // clear error instead of mixing bytes of two versions.
+//
+// Fetch-ahead: once reads walk forward through the blocks, the next
+// `window_blocks` are fetched in the background on the process's FetchPool
+// (a few blocks a request, several requests in flight), so a sequential
+// reader finds its blocks arrived or arriving. A block is fetched once: a
+// read of a block in flight waits for that fetch (and its error) instead of
+// asking again.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <list>
-#include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "ptwm/base/byte_source.hpp"
 #include "ptwm/remote/disk_cache.hpp"
+#include "ptwm/remote/fetch_pool.hpp"
 #include "ptwm/remote/object_store.hpp"
 
 namespace ptwm::remote {
 
 struct HttpSourceOptions {
     uint32_t block_bytes = 1u << 20;     // the unit of fetching and of the disk cache
-    size_t memory_blocks = 16;           // recent blocks kept in memory
+    size_t memory_blocks = 16;           // recent blocks kept in memory, besides those fetched ahead
     // Without the network, a cached size and ETag let the object open (and
     // its cached blocks be read) all the same.
     bool allow_offline = true;
+    // Unset: the store's (ObjectStore::fetch_ahead()).
+    std::optional<FetchAheadOptions> fetch_ahead;
 };
 
 class HttpSource final : public ByteSource {
@@ -35,34 +41,19 @@ public:
     // reached and the cache has them). `cache` may be null.
     static std::unique_ptr<HttpSource> open(std::shared_ptr<ObjectStore> store, const RemoteUrl& object,
                                             std::shared_ptr<DiskCache> cache, HttpSourceOptions options = {});
+    ~HttpSource() override;
 
-    const std::string& name() const override { return object_.text; }
-    uint64_t size() const override { return info_.size; }
-    const std::string& etag() const { return info_.etag; }
+    const std::string& name() const override;
+    uint64_t size() const override;
+    const std::string& etag() const;
     size_t read_up_to(uint64_t offset, std::span<uint8_t> out) const override;
 
 private:
-    using Block = std::shared_ptr<const std::vector<uint8_t>>;
-    HttpSource(std::shared_ptr<ObjectStore> store, RemoteUrl object, std::shared_ptr<DiskCache> cache,
-               HttpSourceOptions options, ObjectInfo info);
-    std::string block_key(uint64_t block) const;
-    // Blocks [first, last]: from memory, the disk cache, or one range GET for
-    // each run of missing ones.
-    std::vector<Block> blocks(uint64_t first, uint64_t last) const;
-    void fetch_run(uint64_t first, uint64_t last, std::vector<Block>& into, uint64_t base) const;
-    void remember(uint64_t index, Block block) const;
-
-    std::shared_ptr<ObjectStore> store_;
-    RemoteUrl object_;
-    std::shared_ptr<DiskCache> cache_;
-    HttpSourceOptions options_;
-    ObjectInfo info_;
-
-    mutable std::mutex mutex_;
-    mutable std::condition_variable fetched_;
-    mutable std::map<uint64_t, Block> memory_;       // recent blocks
-    mutable std::list<uint64_t> memory_order_;       // front: most recent
-    mutable std::map<uint64_t, bool> in_flight_;     // blocks some thread is fetching
+    // The blocks and their bookkeeping, shared with the background fetches
+    // (which may finish after the source is closed).
+    class Blocks;
+    explicit HttpSource(std::shared_ptr<Blocks> blocks);
+    std::shared_ptr<Blocks> blocks_;
 };
 
 // The disk-cache key of an object's size and ETag.

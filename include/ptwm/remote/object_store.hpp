@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ptwm/remote/fetch_pool.hpp"
 #include "ptwm/remote/http_client.hpp"
 #include "ptwm/remote/remote_url.hpp"
 
@@ -21,10 +22,14 @@ struct ObjectInfo {
 class ObjectStore {
 public:
     // Throws Error for a malformed URL or an https:// root asked to take uploads.
-    ObjectStore(const RemoteUrl& root, const S3Overrides& overrides, RetryPolicy policy);
+    // `fetch_ahead`: how the HttpSources opened on this store fetch ahead
+    // of sequential readers.
+    ObjectStore(const RemoteUrl& root, const S3Overrides& overrides, RetryPolicy policy,
+                FetchAheadOptions fetch_ahead = {});
 
     const RemoteUrl& root() const { return root_; }
     HttpClient& client() { return *client_; }
+    const FetchAheadOptions& fetch_ahead() const { return fetch_ahead_; }
     // An object below the root ("" is the root itself, for a single store's URL).
     RemoteUrl object(const std::string& relative) const { return relative.empty() ? root_ : root_.child(relative); }
     // A request for `object`, named in messages by its s3:// or https:// URL.
@@ -37,6 +42,7 @@ public:
 private:
     RemoteUrl root_;
     std::unique_ptr<HttpClient> client_;
+    FetchAheadOptions fetch_ahead_;
 };
 
 }  // namespace ptwm::remote

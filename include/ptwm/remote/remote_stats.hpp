@@ -13,6 +13,9 @@ class RemoteStats {
 public:
     std::atomic<uint64_t> requests{0}, bytes_fetched{0}, bytes_sent{0}, retries{0}, failures{0};
     std::atomic<uint64_t> cache_hits{0}, cache_misses{0}, cache_bytes{0}, cache_rejected{0}, cache_evictions{0};
+    // Blocks fetched ahead in the background; reads that found their block
+    // being fetched (ahead, or by another reader) and waited for that fetch.
+    std::atomic<uint64_t> ahead_blocks{0}, in_flight_waits{0};
 
     void record_latency(double seconds);
     // Upper bound of the bucket holding quantile q of the fetch latencies, in ms.

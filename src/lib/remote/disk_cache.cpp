@@ -87,6 +87,11 @@ std::string DiskCache::path_of(const std::string& key) const {
     return options_.dir + "/" + name;
 }
 
+bool DiskCache::probably_has(const std::string& key) const {
+    struct stat st {};
+    return ::stat(path_of(key).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 std::optional<std::vector<uint8_t>> DiskCache::get(const std::string& key) {
     const std::string path = path_of(key);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -1,12 +1,335 @@
 #include "ptwm/remote/http_source.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <list>
+#include <map>
+#include <mutex>
+#include <set>
+#include <vector>
 
 namespace ptwm::remote {
 
 std::string object_info_key(const RemoteUrl& object) { return "info\n" + object.text; }
+
+namespace {
+// Reads in a row that continue the last before fetch-ahead starts: a
+// store's open (superblock, header, index) is not a sequential reader.
+constexpr unsigned kSequentialReads = 2;
+constexpr uint64_t kNone = ~uint64_t{0};
+}  // namespace
+
+class HttpSource::Blocks : public std::enable_shared_from_this<HttpSource::Blocks> {
+public:
+    using Block = std::shared_ptr<const std::vector<uint8_t>>;
+
+    Blocks(std::shared_ptr<ObjectStore> store, RemoteUrl object, std::shared_ptr<DiskCache> cache,
+           HttpSourceOptions options, ObjectInfo info)
+        : store_(std::move(store)), object_(std::move(object)), cache_(std::move(cache)), options_(options),
+          ahead_(options.fetch_ahead.value_or(store_->fetch_ahead())), info_(std::move(info)),
+          block_count_((info_.size + options.block_bytes - 1) / options.block_bytes) {}
+
+    const RemoteUrl& object() const { return object_; }
+    const ObjectInfo& info() const { return info_; }
+    uint32_t block_bytes() const { return options_.block_bytes; }
+
+    // Blocks [first, last]: from memory, a fetch in flight, the disk cache,
+    // or one range GET for each run of missing ones.
+    std::vector<Block> get(uint64_t first, uint64_t last);
+
+private:
+    struct Run {
+        uint64_t first, last;
+    };
+    std::string block_key(uint64_t block) const;
+    std::optional<Block> from_disk_cache(uint64_t block) const;
+    // One range GET for blocks [first, last] into `into[0..]`, each put in the disk cache.
+    void fetch_run(uint64_t first, uint64_t last, Block* into) const;
+    // Disk cache, then one range GET for each run of blocks still missing.
+    void fetch_blocks(const std::vector<uint64_t>& wanted, std::vector<Block>& got) const;
+
+    // mutex_ held for these:
+    void remember(uint64_t index, Block block);
+    // Follows the read pattern; for a sequential reader, the blocks to
+    // fetch ahead now.
+    std::optional<Run> plan_ahead(uint64_t first, uint64_t last);
+    void end_fetch(const std::vector<uint64_t>& blocks);
+
+    // Queues the blocks of `range` not at hand, a few a request.
+    void submit_ahead(Run range);
+    void fetch_ahead(Run run);  // on a pool thread
+
+    std::shared_ptr<ObjectStore> store_;
+    RemoteUrl object_;
+    std::shared_ptr<DiskCache> cache_;
+    HttpSourceOptions options_;
+    FetchAheadOptions ahead_;
+    ObjectInfo info_;
+    uint64_t block_count_;
+
+    std::mutex mutex_;
+    std::condition_variable fetched_;
+    struct Remembered {
+        Block block;
+        std::list<uint64_t>::iterator order;
+    };
+    std::map<uint64_t, Remembered> memory_;  // recent blocks
+    std::list<uint64_t> memory_order_;       // front: most recent
+    std::set<uint64_t> in_flight_;           // blocks a reader or a background fetch is fetching
+    // The errors of failed background fetches, for the readers that waited on them.
+    std::map<uint64_t, std::exception_ptr> failed_;
+    uint64_t next_block_ = kNone;  // where a sequential reader goes next
+    unsigned sequential_run_ = 0;
+    uint64_t ahead_until_ = 0;     // fetch-ahead planned up to here
+    bool ahead_failing_ = false;   // a background fetch failed: none until a read succeeds
+    mutable std::atomic<bool> change_logged_{false};
+};
+
+std::string HttpSource::Blocks::block_key(uint64_t block) const {
+    // The ETag is in the key: a new version of the object never meets the old one's blocks.
+    return "block\n" + object_.text + "\n" + info_.etag + "\n" + std::to_string(options_.block_bytes) + "\n" +
+           std::to_string(block);
+}
+
+std::optional<HttpSource::Blocks::Block> HttpSource::Blocks::from_disk_cache(uint64_t block) const {
+    if (!cache_) return std::nullopt;
+    auto cached = cache_->get(block_key(block));
+    if (!cached) return std::nullopt;
+    return std::make_shared<const std::vector<uint8_t>>(std::move(*cached));
+}
+
+void HttpSource::Blocks::remember(uint64_t index, Block block) {
+    if (memory_.count(index)) return;
+    memory_order_.push_front(index);
+    memory_.emplace(index, Remembered{std::move(block), memory_order_.begin()});
+    // Room for the window fetched ahead besides the recent blocks.
+    const size_t capacity = options_.memory_blocks + ahead_.window_blocks;
+    while (memory_.size() > capacity) {
+        memory_.erase(memory_order_.back());
+        memory_order_.pop_back();
+    }
+}
+
+void HttpSource::Blocks::end_fetch(const std::vector<uint64_t>& blocks) {
+    for (uint64_t b : blocks) in_flight_.erase(b);
+    fetched_.notify_all();
+}
+
+std::optional<HttpSource::Blocks::Run> HttpSource::Blocks::plan_ahead(uint64_t first, uint64_t last) {
+    if (ahead_.window_blocks == 0 || ahead_.connections == 0) return std::nullopt;
+    const uint64_t window = ahead_.window_blocks;
+    // Readers of one file arrive out of order by up to about a window.
+    const bool continues = next_block_ != kNone && first + window >= next_block_ && first <= next_block_ + 1;
+    if (!continues) {
+        sequential_run_ = 0;
+        next_block_ = last + 1;
+        ahead_until_ = last + 1;
+        return std::nullopt;
+    }
+    ++sequential_run_;
+    next_block_ = std::max(next_block_, last + 1);
+    // What lies more than a window behind a sequential reader is served
+    // (the chunk and page caches hold it decoded): leave the room to the
+    // blocks ahead.
+    while (!memory_.empty() && memory_.begin()->first + window < first) {
+        memory_order_.erase(memory_.begin()->second.order);
+        memory_.erase(memory_.begin());
+    }
+    if (sequential_run_ < kSequentialReads || ahead_failing_) return std::nullopt;
+    const uint64_t from = std::max(ahead_until_, last + 1), to = std::min(block_count_, next_block_ + window);
+    if (from >= to) return std::nullopt;
+    ahead_until_ = to;
+    return Run{from, to - 1};
+}
+
+void HttpSource::Blocks::submit_ahead(Run range) {
+    // Blocks in the disk cache are left to the reader: fetching them here
+    // would only move the same local read to another thread.
+    std::vector<bool> cached(range.last - range.first + 1, false);
+    if (cache_)
+        for (uint64_t b = range.first; b <= range.last; ++b) cached[b - range.first] = cache_->probably_has(block_key(b));
+    std::vector<Run> runs;
+    {
+        std::lock_guard lock(mutex_);
+        for (uint64_t b = range.first; b <= range.last; ++b) {
+            if (cached[b - range.first] || memory_.count(b) || in_flight_.count(b)) continue;
+            in_flight_.insert(b);
+            failed_.erase(b);
+            if (!runs.empty() && runs.back().last + 1 == b &&
+                runs.back().last - runs.back().first + 1 < ahead_.request_blocks)
+                runs.back().last = b;
+            else
+                runs.push_back({b, b});
+        }
+    }
+    for (size_t i = 0; i < runs.size(); ++i) {
+        std::weak_ptr<Blocks> weak = weak_from_this();
+        const Run run = runs[i];
+        const bool queued = FetchPool::shared().try_submit(
+            [weak, run] {
+                // A source closed meanwhile needs nothing more.
+                if (auto self = weak.lock()) self->fetch_ahead(run);
+            },
+            ahead_.connections);
+        if (queued) continue;
+        // The pool is busy: these blocks are fetched when read.
+        std::lock_guard lock(mutex_);
+        std::vector<uint64_t> dropped;
+        for (size_t j = i; j < runs.size(); ++j)
+            for (uint64_t b = runs[j].first; b <= runs[j].last; ++b) dropped.push_back(b);
+        ahead_until_ = std::min(ahead_until_, run.first);
+        end_fetch(dropped);
+        return;
+    }
+}
+
+void HttpSource::Blocks::fetch_ahead(Run run) {
+    std::vector<uint64_t> blocks;
+    for (uint64_t b = run.first; b <= run.last; ++b) blocks.push_back(b);
+    std::vector<Block> got(blocks.size());
+    std::exception_ptr error;
+    try {
+        for (size_t i = 0; i < blocks.size();) {
+            size_t j = i;
+            while (j + 1 < blocks.size() && blocks[j + 1] == blocks[j] + 1) ++j;
+            fetch_run(blocks[i], blocks[j], &got[i]);
+            i = j + 1;
+        }
+    } catch (...) {
+        error = std::current_exception();
+    }
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        if (got[i]) {
+            remember(blocks[i], got[i]);
+            store_->client().stats().ahead_blocks.fetch_add(1, std::memory_order_relaxed);
+        } else {
+            failed_[blocks[i]] = error;
+        }
+    }
+    if (error) {
+        ahead_failing_ = true;
+        ahead_until_ = std::min(ahead_until_, run.first);
+    }
+    end_fetch(blocks);
+}
+
+void HttpSource::Blocks::fetch_blocks(const std::vector<uint64_t>& wanted, std::vector<Block>& got) const {
+    std::vector<size_t> missing;  // positions in `wanted`
+    for (size_t i = 0; i < wanted.size(); ++i) {
+        if (auto block = from_disk_cache(wanted[i]))
+            got[i] = std::move(*block);
+        else
+            missing.push_back(i);
+    }
+    // Coalesce: each run of consecutive missing blocks is one range GET.
+    for (size_t i = 0; i < missing.size();) {
+        size_t j = i;
+        while (j + 1 < missing.size() && wanted[missing[j + 1]] == wanted[missing[j]] + 1 &&
+               missing[j + 1] == missing[j] + 1)
+            ++j;
+        fetch_run(wanted[missing[i]], wanted[missing[j]], &got[missing[i]]);
+        i = j + 1;
+    }
+}
+
+std::vector<HttpSource::Blocks::Block> HttpSource::Blocks::get(uint64_t first, uint64_t last) {
+    std::optional<Run> ahead;
+    {
+        std::lock_guard lock(mutex_);
+        ahead = plan_ahead(first, last);
+    }
+    if (ahead) submit_ahead(*ahead);
+
+    std::vector<Block> got(last - first + 1);
+    std::vector<uint64_t> mine;  // blocks this read fetches
+    {
+        std::unique_lock lock(mutex_);
+        // A fetch in flight is waited for at most as long as one of ours
+        // would be retried: a queued background fetch behind stuck ones
+        // does not hold a read past remote_timeout.
+        const auto patience = std::chrono::duration<double>(store_->client().policy().timeout_seconds);
+        for (uint64_t b = first; b <= last; ++b) {
+            if (in_flight_.count(b)) {
+                store_->client().stats().in_flight_waits.fetch_add(1, std::memory_order_relaxed);
+                const bool done = fetched_.wait_for(lock, patience, [&] { return !in_flight_.count(b); });
+                std::exception_ptr error;
+                if (!done) {
+                    error = std::make_exception_ptr(RemoteError(
+                        object_.text + ": block " + std::to_string(b) + " still not fetched after " +
+                            std::to_string(static_cast<int>(patience.count() + 0.5)) + " s (remote_timeout)",
+                        0, true));
+                } else if (const auto f = failed_.find(b); f != failed_.end() && !memory_.count(b)) {
+                    error = f->second;  // the background fetch this read waited for failed: its error
+                }
+                if (error) {
+                    end_fetch(mine);
+                    std::rethrow_exception(error);
+                }
+            }
+            if (const auto it = memory_.find(b); it != memory_.end()) {
+                got[b - first] = it->second.block;
+            } else {
+                in_flight_.insert(b);
+                failed_.erase(b);
+                mine.push_back(b);
+            }
+        }
+    }
+    if (mine.empty()) return got;
+    std::vector<Block> fetched(mine.size());
+    try {
+        fetch_blocks(mine, fetched);
+    } catch (...) {
+        std::lock_guard lock(mutex_);
+        end_fetch(mine);
+        throw;
+    }
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < mine.size(); ++i) {
+        got[mine[i] - first] = fetched[i];
+        remember(mine[i], fetched[i]);
+    }
+    ahead_failing_ = false;  // the store answers again
+    end_fetch(mine);
+    return got;
+}
+
+void HttpSource::Blocks::fetch_run(uint64_t first, uint64_t last, Block* into) const {
+    const uint64_t bs = options_.block_bytes;
+    const uint64_t begin = first * bs, end = std::min(info_.size, (last + 1) * bs);
+    std::vector<uint8_t> bytes(end - begin);
+    HttpRequest req = store_->request("GET", object_);
+    req.range = {begin, end - 1};
+    req.into = bytes;
+    if (!info_.etag.empty()) req.headers.push_back("If-Match: " + info_.etag);
+    const HttpResponse resp = store_->client().send(req);
+    if (resp.status == 412 || (resp.status < 300 && !resp.etag.empty() && !info_.etag.empty() && resp.etag != info_.etag)) {
+        const std::string what = object_.text + ": the object changed since it was opened (ETag " + info_.etag +
+                                 ", now " + (resp.etag.empty() ? "different" : resp.etag) +
+                                 "); its reads fail rather than mix two versions";
+        if (!change_logged_.exchange(true)) std::fprintf(stderr, "ptwmfs: %s\n", what.c_str());  // once an object
+        throw ObjectChanged(what);
+    }
+    if (resp.status >= 300) throw RemoteError(store_->client().describe_failure(req, resp), resp.status, false);
+    if (resp.status == 200 && begin != 0)
+        throw Error(object_.text + ": the server ignored the byte range " + std::to_string(begin) + "-" +
+                    std::to_string(end - 1));
+    if (resp.received != bytes.size())
+        throw Error(object_.text + ": short read: " + std::to_string(resp.received) + " of " +
+                    std::to_string(bytes.size()) + " bytes at offset " + std::to_string(begin));
+    for (uint64_t b = first; b <= last; ++b) {
+        const uint64_t from = b * bs - begin, to = std::min<uint64_t>(bytes.size(), from + bs);
+        auto block = std::make_shared<const std::vector<uint8_t>>(bytes.begin() + from, bytes.begin() + to);
+        if (cache_) cache_->put(block_key(b), *block);
+        into[b - first] = std::move(block);
+    }
+}
 
 std::unique_ptr<HttpSource> HttpSource::open(std::shared_ptr<ObjectStore> store, const RemoteUrl& object,
                                              std::shared_ptr<DiskCache> cache, HttpSourceOptions options) {
@@ -27,26 +350,24 @@ std::unique_ptr<HttpSource> HttpSource::open(std::shared_ptr<ObjectStore> store,
         std::fprintf(stderr, "ptwmfs: %s: unreachable (%s); serving it from the disk cache\n", object.text.c_str(),
                      e.what());
     }
-    return std::unique_ptr<HttpSource>(new HttpSource(std::move(store), object, std::move(cache), options, info));
+    return std::unique_ptr<HttpSource>(
+        new HttpSource(std::make_shared<Blocks>(std::move(store), object, std::move(cache), options, std::move(info))));
 }
 
-HttpSource::HttpSource(std::shared_ptr<ObjectStore> store, RemoteUrl object, std::shared_ptr<DiskCache> cache,
-                       HttpSourceOptions options, ObjectInfo info)
-    : store_(std::move(store)), object_(std::move(object)), cache_(std::move(cache)), options_(options),
-      info_(std::move(info)) {}
+HttpSource::HttpSource(std::shared_ptr<Blocks> blocks) : blocks_(std::move(blocks)) {}
+HttpSource::~HttpSource() = default;
 
-std::string HttpSource::block_key(uint64_t block) const {
-    // The ETag is in the key: a new version of the object never meets the old one's blocks.
-    return "block\n" + object_.text + "\n" + info_.etag + "\n" + std::to_string(options_.block_bytes) + "\n" +
-           std::to_string(block);
-}
+const std::string& HttpSource::name() const { return blocks_->object().text; }
+uint64_t HttpSource::size() const { return blocks_->info().size; }
+const std::string& HttpSource::etag() const { return blocks_->info().etag; }
 
 size_t HttpSource::read_up_to(uint64_t offset, std::span<uint8_t> out) const {
-    if (offset >= info_.size || out.empty()) return 0;
-    const uint64_t end = std::min<uint64_t>(info_.size, offset + out.size());
-    const uint64_t bs = options_.block_bytes;
+    const uint64_t size = blocks_->info().size;
+    if (offset >= size || out.empty()) return 0;
+    const uint64_t end = std::min<uint64_t>(size, offset + out.size());
+    const uint64_t bs = blocks_->block_bytes();
     const uint64_t first = offset / bs, last = (end - 1) / bs;
-    const std::vector<Block> got = blocks(first, last);
+    const auto got = blocks_->get(first, last);
     size_t done = 0;
     for (uint64_t b = first; b <= last; ++b) {
         const auto& block = *got[b - first];
@@ -57,89 +378,6 @@ size_t HttpSource::read_up_to(uint64_t offset, std::span<uint8_t> out) const {
         done += to - from;
     }
     return done;
-}
-
-void HttpSource::remember(uint64_t index, Block block) const {
-    // mutex_ held
-    if (memory_.emplace(index, std::move(block)).second) memory_order_.push_front(index);
-    while (memory_.size() > options_.memory_blocks) {
-        memory_.erase(memory_order_.back());
-        memory_order_.pop_back();
-    }
-}
-
-std::vector<HttpSource::Block> HttpSource::blocks(uint64_t first, uint64_t last) const {
-    std::vector<Block> got(last - first + 1);
-    std::vector<uint64_t> mine;  // blocks this call fetches
-    {
-        std::unique_lock lock(mutex_);
-        for (uint64_t b = first; b <= last; ++b) {
-            // Another thread fetching it: wait for that instead of fetching twice.
-            fetched_.wait(lock, [&] { return !in_flight_.count(b); });
-            if (const auto it = memory_.find(b); it != memory_.end()) {
-                got[b - first] = it->second;
-            } else {
-                in_flight_[b] = true;
-                mine.push_back(b);
-            }
-        }
-    }
-    auto release = [&] {
-        std::lock_guard lock(mutex_);
-        for (uint64_t b : mine) in_flight_.erase(b);
-        fetched_.notify_all();
-    };
-    try {
-        std::vector<uint64_t> missing;
-        for (uint64_t b : mine) {
-            std::optional<std::vector<uint8_t>> cached;
-            if (cache_ && (cached = cache_->get(block_key(b))))
-                got[b - first] = std::make_shared<const std::vector<uint8_t>>(std::move(*cached));
-            else
-                missing.push_back(b);
-        }
-        // Coalesce: each run of consecutive missing blocks is one range GET.
-        for (size_t i = 0; i < missing.size();) {
-            size_t j = i;
-            while (j + 1 < missing.size() && missing[j + 1] == missing[j] + 1) ++j;
-            fetch_run(missing[i], missing[j], got, first);
-            i = j + 1;
-        }
-        std::lock_guard lock(mutex_);
-        for (uint64_t b : mine) remember(b, got[b - first]);
-    } catch (...) {
-        release();
-        throw;
-    }
-    release();
-    return got;
-}
-
-void HttpSource::fetch_run(uint64_t first, uint64_t last, std::vector<Block>& into, uint64_t base) const {
-    const uint64_t bs = options_.block_bytes;
-    const uint64_t begin = first * bs, end = std::min(info_.size, (last + 1) * bs);
-    std::vector<uint8_t> bytes(end - begin);
-    HttpRequest req = store_->request("GET", object_);
-    req.range = {begin, end - 1};
-    req.into = bytes;
-    if (!info_.etag.empty()) req.headers.push_back("If-Match: " + info_.etag);
-    const HttpResponse resp = store_->client().send(req);
-    if (resp.status == 412 || (resp.status < 300 && !resp.etag.empty() && !info_.etag.empty() && resp.etag != info_.etag))
-        throw Error(object_.text + ": the object changed since it was opened (ETag " + info_.etag + ", now " +
-                    (resp.etag.empty() ? "different" : resp.etag) + "); its reads fail rather than mix two versions");
-    if (resp.status >= 300) throw RemoteError(store_->client().describe_failure(req, resp), resp.status, false);
-    if (resp.status == 200 && begin != 0)
-        throw Error(object_.text + ": the server ignored the byte range " + std::to_string(begin) + "-" +
-                    std::to_string(end - 1));
-    if (resp.received != bytes.size())
-        throw Error(object_.text + ": short read: " + std::to_string(resp.received) + " of " +
-                    std::to_string(bytes.size()) + " bytes at offset " + std::to_string(begin));
-    for (uint64_t b = first; b <= last; ++b) {
-        const uint64_t from = b * bs - begin, to = std::min<uint64_t>(bytes.size(), from + bs);
-        auto block = std::make_shared<const std::vector<uint8_t>>(bytes.begin() + from, bytes.begin() + to);
-        if (cache_) cache_->put(block_key(b), *block);
-        into[b - base] = std::move(block);
-    }
 }
 
 }  // namespace ptwm::remote

@@ -2,7 +2,9 @@
 
 namespace ptwm::remote {
 
-ObjectStore::ObjectStore(const RemoteUrl& root, const S3Overrides& overrides, RetryPolicy policy) : root_(root) {
+ObjectStore::ObjectStore(const RemoteUrl& root, const S3Overrides& overrides, RetryPolicy policy,
+                         FetchAheadOptions fetch_ahead)
+    : root_(root), fetch_ahead_(fetch_ahead) {
     std::optional<S3Config> s3;
     if (root.is_s3()) s3 = S3Config::load(overrides);
     client_ = std::make_unique<HttpClient>(std::move(s3), policy);

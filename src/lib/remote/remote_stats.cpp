@@ -26,18 +26,20 @@ double RemoteStats::latency_ms(double q) const {
 }
 
 std::string RemoteStats::json() const {
-    char buf[640];
+    char buf[768];
     std::snprintf(buf, sizeof buf,
                   "{\"requests\":%llu,\"bytes_fetched\":%llu,\"bytes_sent\":%llu,\"retries\":%llu,\"failures\":%llu,"
                   "\"disk_cache_hits\":%llu,\"disk_cache_misses\":%llu,\"disk_cache_bytes\":%llu,"
-                  "\"disk_cache_rejected\":%llu,\"disk_cache_evictions\":%llu,"
+                  "\"disk_cache_rejected\":%llu,\"disk_cache_evictions\":%llu,\"ahead_blocks\":%llu,\"in_flight_waits\":%llu,"
                   "\"fetch_latency_ms\":{\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f}}",
                   static_cast<unsigned long long>(requests.load()), static_cast<unsigned long long>(bytes_fetched.load()),
                   static_cast<unsigned long long>(bytes_sent.load()), static_cast<unsigned long long>(retries.load()),
                   static_cast<unsigned long long>(failures.load()), static_cast<unsigned long long>(cache_hits.load()),
                   static_cast<unsigned long long>(cache_misses.load()), static_cast<unsigned long long>(cache_bytes.load()),
                   static_cast<unsigned long long>(cache_rejected.load()),
-                  static_cast<unsigned long long>(cache_evictions.load()), latency_ms(0.5), latency_ms(0.9),
+                  static_cast<unsigned long long>(cache_evictions.load()),
+                  static_cast<unsigned long long>(ahead_blocks.load()), static_cast<unsigned long long>(in_flight_waits.load()),
+                  latency_ms(0.5), latency_ms(0.9),
                   latency_ms(0.99));
     return buf;
 }
