@@ -15,6 +15,7 @@
 
 #include "log.hpp"
 #include "ptwm/base/error.hpp"
+#include "ptwm/remote/http_client.hpp"
 
 namespace ptwmfs {
 
@@ -292,6 +293,11 @@ void read_store(fuse_req_t req, Filesystem& fs, const Node& node, OpenFile* file
         store.gather(*loaded, static_cast<uint64_t>(offset), size, fs.cache(), gathered);
     } catch (const ptwm::CorruptData&) {
         ++stats.errors;  // logged once per chunk where it was found
+        gathered.clear();
+        fuse_reply_err(req, EIO);
+        return;
+    } catch (const ptwm::remote::ObjectChanged&) {
+        ++stats.errors;  // the remote stage logged it, once for the object
         gathered.clear();
         fuse_reply_err(req, EIO);
         return;

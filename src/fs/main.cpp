@@ -41,7 +41,11 @@ Tree load_remote_tree(const Options& options) {
     ptwm::remote::S3Overrides s3{options.s3_endpoint, options.region, options.profile};
     ptwm::remote::RetryPolicy retry;
     retry.timeout_seconds = options.remote_timeout;
-    auto store = std::make_shared<ptwm::remote::ObjectStore>(*ptwm::remote::parse_remote_url(options.store_dir), s3, retry);
+    ptwm::remote::FetchAheadOptions fetch_ahead;
+    fetch_ahead.window_blocks = static_cast<uint32_t>((options.fetch_ahead + (1u << 20) - 1) >> 20);  // 1 MiB blocks
+    fetch_ahead.connections = options.fetch_connections;
+    auto store = std::make_shared<ptwm::remote::ObjectStore>(*ptwm::remote::parse_remote_url(options.store_dir), s3,
+                                                             retry, fetch_ahead);
     ptwm::remote::DiskCacheOptions cache_options;
     cache_options.dir = options.disk_cache.empty() ? ptwm::remote::default_disk_cache_dir() : options.disk_cache;
     cache_options.max_bytes = options.disk_cache_size;

@@ -35,6 +35,8 @@ struct RawOptions {
     char* region = nullptr;
     char* profile = nullptr;
     int remote_timeout = -1;
+    char* fetch_ahead = nullptr;
+    int fetch_connections = -1;
 };
 
 #define PTWMFS_OPT(templ, member, value) {templ, offsetof(RawOptions, member), value}
@@ -53,6 +55,8 @@ const fuse_opt kOptionSpec[] = {
     PTWMFS_OPT("region=%s", region, 0),
     PTWMFS_OPT("profile=%s", profile, 0),
     PTWMFS_OPT("remote_timeout=%d", remote_timeout, 0),
+    PTWMFS_OPT("fetch_ahead=%s", fetch_ahead, 0),
+    PTWMFS_OPT("fetch_connections=%d", fetch_connections, 0),
     FUSE_OPT_END,
 };
 #undef PTWMFS_OPT
@@ -96,6 +100,8 @@ void print_usage(const char* program) {
         "    -o region=R            S3 region (default $AWS_REGION, ~/.aws/config)\n"
         "    -o profile=P           profile of ~/.aws/credentials and config\n"
         "    -o remote_timeout=S    a read retries for up to S seconds, then fails with EIO (60)\n"
+        "    -o fetch_ahead=SIZE    fetched ahead of a sequential reader, in the background (16M; 0: none)\n"
+        "    -o fetch_connections=N background range GETs in flight at once (8)\n"
         "\n",
         program);
 }
@@ -128,7 +134,8 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     std::unique_ptr<char, decltype(&free)> index_cache(raw.index_cache, &free);
     std::unique_ptr<char, decltype(&free)> readahead(raw.readahead, &free);
     std::unique_ptr<char, decltype(&free)> disk_cache(raw.disk_cache, &free), disk_cache_size(raw.disk_cache_size, &free),
-        s3_endpoint(raw.s3_endpoint, &free), region(raw.region, &free), profile(raw.profile, &free);
+        s3_endpoint(raw.s3_endpoint, &free), region(raw.region, &free), profile(raw.profile, &free),
+        fetch_ahead(raw.fetch_ahead, &free);
     std::unique_ptr<char, decltype(&free)> page_cache(raw.page_cache, &free);
     std::unique_ptr<char, decltype(&free)> kernel_readahead(raw.kernel_readahead, &free);
 
@@ -166,6 +173,12 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
             return ParseOutcome::exit_failure;
         }
         if (raw.remote_timeout > 0) options.remote_timeout = raw.remote_timeout;
+        if (!size_option(fetch_ahead.get(), "fetch_ahead", options.fetch_ahead)) return ParseOutcome::exit_failure;
+        if (raw.fetch_connections == 0) {
+            fprintf(stderr, "ptwmfs: fetch_connections must be 1 or more (fetch_ahead=0 turns fetch-ahead off)\n");
+            return ParseOutcome::exit_failure;
+        }
+        if (raw.fetch_connections > 0) options.fetch_connections = static_cast<unsigned>(raw.fetch_connections);
     } else {
         // Absolute: the daemon changes directory to / when it detaches.
         std::unique_ptr<char, decltype(&free)> resolved(realpath(store_dir.get(), nullptr), &free);

@@ -40,6 +40,8 @@ struct Options {
     uint64_t disk_cache_size = 4ull << 30;   // -o disk_cache_size=SIZE
     std::optional<std::string> s3_endpoint, region, profile;  // -o s3_endpoint=, region=, profile=
     double remote_timeout = 60;              // -o remote_timeout=SECONDS
+    uint64_t fetch_ahead = 16ull << 20;      // -o fetch_ahead=SIZE (0: no fetch-ahead)
+    unsigned fetch_connections = 8;          // -o fetch_connections=N
     fuse_cmdline_opts fuse{};                // -f, -d, -s, mountpoint, ...
 };
 

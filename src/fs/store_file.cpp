@@ -172,6 +172,8 @@ void StoreFile::prefetch(const LoadedStore& loaded, size_t index, ptwm::ChunkCac
                   [&](std::span<uint8_t> bytes) { decode(loaded, index, bytes); });
     } catch (const ptwm::CorruptData&) {
         // Already reported; the reader that reaches it gets EIO.
+    } catch (const ptwm::remote::ObjectChanged&) {
+        // Logged once for the object by the remote stage; readers get EIO.
     } catch (const std::exception& e) {
         log_error("%s: decoding ahead: %s", name_.c_str(), e.what());
     }

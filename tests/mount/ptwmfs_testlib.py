@@ -118,8 +118,10 @@ class Mount:
         """The daemon's stderr so far (all of it once unmounted)."""
         if self._log_file is None:
             return self._log_text
-        self._log_file.seek(0)
-        return self._log_file.read().decode(errors="replace")
+        # pread: seeking would move the offset the daemon writes at (one
+        # open file), and its next line would land over the first.
+        fd = self._log_file.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
 
 def sha256_read(path, block=1 << 20):
