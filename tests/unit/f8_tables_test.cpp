@@ -9,26 +9,12 @@
 #include <random>
 
 #include "codecs/f8_tables.hpp"
+#include "e4m3.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/codecs/codec.hpp"
 
 namespace ptwm {
 namespace {
-
-// The E4M3 byte nearest to v (round half away; no NaN produced).
-uint8_t to_e4m3(float v) {
-    const uint8_t sign = std::signbit(v) ? 0x80 : 0;
-    float a = std::fabs(v);
-    if (a >= 448.f) return sign | 0x7E;
-    uint8_t best = 0;
-    float best_err = a;
-    for (unsigned b = 1; b < 0x7F; ++b) {
-        const unsigned e = b >> 3, m = b & 7;
-        const float x = e ? std::ldexp(1.f + m / 8.f, static_cast<int>(e) - 7) : std::ldexp(m / 8.f, -6);
-        if (std::fabs(x - a) < best_err) best_err = std::fabs(x - a), best = static_cast<uint8_t>(b);
-    }
-    return sign | best;
-}
 
 // An FP8 kernel [rows, cols] whose columns have scales spread over 16x, as
 // output channels of a trained layer do, quantised with one tensor scale.

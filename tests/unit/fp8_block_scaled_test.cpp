@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 
+#include "e4m3.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/codecs/codec.hpp"
 #include "ptwm/store/store_reader.hpp"
@@ -19,19 +20,6 @@
 
 namespace ptwm {
 namespace {
-
-// The E4M3 byte nearest to v, saturating at 448 (no NaN, no negative zero).
-uint8_t to_e4m3(float v) {
-    const float a = std::min(std::fabs(v), 448.f);
-    uint8_t best = 0;
-    float best_err = a;
-    for (unsigned b = 1; b < 0x7F; ++b) {
-        const unsigned e = b >> 3, m = b & 7;
-        const float x = e ? std::ldexp(1.f + m / 8.f, static_cast<int>(e) - 7) : std::ldexp(m / 8.f, -6);
-        if (std::fabs(x - a) < best_err) best_err = std::fabs(x - a), best = static_cast<uint8_t>(b);
-    }
-    return best && std::signbit(v) ? static_cast<uint8_t>(0x80 | best) : best;
-}
 
 struct BlockScaled {
     std::vector<uint8_t> weight;     // F8_E4M3 [rows, cols]
@@ -58,7 +46,7 @@ BlockScaled block_scaled(size_t rows, size_t cols, uint32_t seed) {
     BlockScaled out;
     out.weight.resize(w.size());
     for (size_t r = 0; r < rows; ++r)
-        for (size_t c = 0; c < cols; ++c) out.weight[r * cols + c] = to_e4m3(w[r * cols + c] / scale[r / 128 * bc + c / 128]);
+        for (size_t c = 0; c < cols; ++c) out.weight[r * cols + c] = to_e4m3(w[r * cols + c] / scale[r / 128 * bc + c / 128], false);
     out.scale_inv = test::as_f32_bytes(scale);
     return out;
 }
