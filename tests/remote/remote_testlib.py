@@ -42,13 +42,25 @@ WEED_MISSING = ("SeaweedFS's weed is not built (bash tools/install-seaweedfs.sh 
                 "the Go module proxy); skipping the object-store tests")
 
 
+# Ports handed out by free_port in this process, gRPC partners included:
+# a port is free when asked for, but the servers bind later, so a second
+# call must not hand out the first one's gRPC port (a SeaweedFS S3 gateway
+# once got a volume server's port + 10000 and failed to bind).
+_handed_out = set()
+
+
 def free_port(plus_grpc=False):
-    """A free loopback port; with plus_grpc, port + 10000 (SeaweedFS's gRPC port) is free too."""
+    """A free loopback port; with plus_grpc, port + 10000 (SeaweedFS's gRPC port) is free too.
+    Never one handed out before, nor the gRPC partner of one."""
     for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
+        wanted = {port, port + 10000} if plus_grpc else {port}
+        if wanted & _handed_out:
+            continue
         if not plus_grpc:
+            _handed_out.add(port)
             return port
         if port + 10000 >= 65536:
             continue
@@ -57,6 +69,7 @@ def free_port(plus_grpc=False):
                 s.bind(("127.0.0.1", port + 10000))
             except OSError:
                 continue
+        _handed_out.update(wanted)
         return port
     raise RuntimeError("no free port pair on 127.0.0.1")
 
@@ -177,7 +190,11 @@ class SeaweedFS:
         self.processes.append(filer)
         filer.start()
         wait_until("SeaweedFS filer", lambda: http_get(f"http://{ip}:{self.filer_port}/") is not None, 60, self._logs)
+        # Its Iceberg and Lance servers are off: they listen on fixed ports
+        # (8181, 9101), which concurrent clusters (test suites run in
+        # parallel) would fight over.
         self.gateway = Process("s3", [weed, "s3", f"-ip.bind={ip}", f"-port={self.s3_port}",
+                                      "-port.iceberg=0", "-port.lance=0",
                                       f"-filer={ip}:{self.filer_port}", f"-config={self.s3_config}"], d)
         self.processes.append(self.gateway)
         self.start_gateway()
