@@ -21,6 +21,11 @@ median [min..max]:
              holding safetensors)
   warm       re-read of every shard from the page cache; the 4 KiB-page
              tmpfs limit (/dev/shm) is printed beside it
+With seq, also the FUSE ceiling: the same daemon serving copies of the raw
+shards from RAM (/dev/shm, as plain files: no decoding, no disk), read
+cold through its own mount in the same rounds. No FUSE file system can read
+faster on this machine; when the raw disk is faster than the ceiling, the
+mount cannot beat it whatever its codec (see the README).
 and also: page-cache growth per cold shard read (Cached in /proc/meminfo),
 daemon peak RSS (VmHWM), daemon CPU seconds per decoded GB, mount time, and
 `ptwmfs-tool pack -j N` beside `zstd -T N -3` on the same shards. What the
@@ -28,6 +33,7 @@ mount returned is checked against the raw files' sha256.
 Speed is measured here, never in tests.
 """
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -234,6 +240,22 @@ def safetensors_load(path):
 
 # ---------------------------------------------------------------- report
 
+def page_reporting():
+    """Whether the guest hands freed memory back to its host (virtio-balloon
+    free page reporting): then every page the CPU writes first after a cache
+    drop costs a host fault, which a mount pays when it fills its page cache
+    and a disk read (filled by DMA) does not."""
+    try:
+        with open("/sys/module/page_reporting/parameters/page_reporting_order") as f:
+            order = int(f.read())
+        with open("/sys/module/page_reporting/parameters/reported_kib") as f:
+            reported = int(f.read())
+    except (OSError, ValueError):
+        return "free page reporting: not in this kernel"
+    state = "on" if order <= 10 else "off"
+    return f"free page reporting: {state} (order {order}, {reported >> 20} GiB reported since boot)"
+
+
 def fmt(values, unit_scale=1.0, digits=0):
     med = statistics.median(values) * unit_scale
     return f"{med:.{digits}f} [{min(values) * unit_scale:.{digits}f}..{max(values) * unit_scale:.{digits}f}]"
@@ -264,6 +286,7 @@ def main():
                                            f"ptwmfs-load-{total >> 20}M-{shard_size >> 20}M")
     raw_dir, store_dir = os.path.join(scratch, "raw"), os.path.join(scratch, "store")
     index = os.path.join(raw_dir, "model.safetensors.index.json")  # written last
+    ceiling_dir = None
     try:
         if not os.path.exists(index):
             shutil.rmtree(scratch, ignore_errors=True)
@@ -323,24 +346,38 @@ def main():
             else:
                 loads.append(("safetens", safetensors_load))
 
-        results = {(name, side): [] for name, _ in loads for side in ("raw", "mount")}
+        # The FUSE ceiling: the raw shards from RAM through the same daemon.
+        if "seq" in only:
+            ceiling_dir = tempfile.mkdtemp(prefix="ptwmfs-load-ceiling-", dir="/dev/shm")
+            for n in shards:
+                shutil.copyfile(os.path.join(raw_dir, n), os.path.join(ceiling_dir, n + ".bin"))
+
+        def sides(name, run):
+            order = ["raw", "mount"] + (["ceiling"] if name == "seq" and ceiling_dir else [])
+            return order[run % len(order):] + order[:run % len(order)]
+
+        results = {(name, side): [] for name, _ in loads for side in sides(name, 0)}
         cache_growth = {"raw": [], "mount": []}
         decoded = cpu = 0.0
         mount_times, peak_rss = [], 0
         options = args.options
-        with Mounted(ptwmfs, store_dir, options, prefix="ptwmfs-load-") as m:
+        with contextlib.ExitStack() as stack:
+            m = stack.enter_context(Mounted(ptwmfs, store_dir, options, prefix="ptwmfs-load-"))
             mount_times.append(m.mount_seconds)
+            if ceiling_dir:
+                ceiling = stack.enter_context(Mounted(ptwmfs, ceiling_dir, options, prefix="ptwmfs-ceiling-"))
             for run in range(args.runs):
                 for name, load in loads:
-                    for side in (("raw", "mount") if run % 2 == 0 else ("mount", "raw")):
-                        root = raw_dir if side == "raw" else m.path
+                    for side in sides(name, run):
+                        root = {"raw": raw_dir, "mount": m.path}.get(side) or ceiling.path
+                        suffix = ".bin" if side == "ceiling" else ""
                         drop_caches()
                         cpu_before = m.cpu_seconds()
                         start = time.perf_counter()
                         for n in shards:
                             cached = meminfo("Cached")
-                            load(os.path.join(root, n))
-                            if name == "seq":
+                            load(os.path.join(root, n + suffix))
+                            if name == "seq" and side != "ceiling":
                                 cache_growth[side].append((meminfo("Cached") - cached) / sizes[n])
                         results[(name, side)].append(size / (time.perf_counter() - start) / 1e6)
                         print(f"  run {run + 1}/{args.runs} {name} {side}: {results[(name, side)][-1]:.0f} MB/s",
@@ -386,6 +423,11 @@ def main():
         for name, _ in loads:
             raw, mnt = results[(name, "raw")], results[(name, "mount")]
             print(f"{name:<10} {fmt(raw):>22} {fmt(mnt):>22} {statistics.median(mnt) / statistics.median(raw):>10.2f}")
+        if ("seq", "ceiling") in results:
+            ceil = results[("seq", "ceiling")]
+            print(f"FUSE ceiling (raw shards from RAM through the daemon, no decoding, cold): {fmt(ceil)} MB/s; "
+                  f"ceiling/raw {statistics.median(ceil) / statistics.median(results[('seq', 'raw')]):.2f}, "
+                  f"mount/ceiling {statistics.median(results[('seq', 'mount')]) / statistics.median(ceil):.2f}")
         if warm["mount"]:
             print(f"{'warm':<10} {fmt(warm['raw']):>22} {fmt(warm['mount']):>22} "
                   f"{statistics.median(warm['mount']) / statistics.median(warm['raw']):>10.2f}")
@@ -398,8 +440,10 @@ def main():
         print(f"daemon peak RSS {peak_rss / 2**20:.0f} MiB (cache_size {cache_size}); "
               f"CPU {cpu / (decoded / 1e9):.2f} s per decoded GB; "
               f"mount time {fmt(mount_times, 1e3, 0)} ms")
-        print(f"load average at end: {loadavg()}")
+        print(f"load average at end: {loadavg()}; {page_reporting()}")
     finally:
+        if ceiling_dir:
+            shutil.rmtree(ceiling_dir, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
 
