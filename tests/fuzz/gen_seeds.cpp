@@ -98,8 +98,12 @@ std::vector<uint8_t> scales(size_t n) {
 }
 
 // plane_decoders input: see the layout in fuzz_plane_decoders.cpp.
-void write_plane_seed(const std::string& path, const ptwm::ChunkEntry& e, const std::vector<uint8_t>& payload) {
+// f8_path: byte 27, which f8-tables decoder the target runs (0 the CPU's best,
+// 1 AVX2, 2 scalar).
+void write_plane_seed(const std::string& path, const ptwm::ChunkEntry& e, const std::vector<uint8_t>& payload,
+                      uint8_t f8_path = 0) {
     std::vector<uint8_t> s(29, 0);
+    s[27] = f8_path;
     s[0] = static_cast<uint8_t>(e.decomposition);
     for (int i = 0; i < 4; ++i) s[1 + i] = static_cast<uint8_t>(e.original_length >> (8 * i));
     for (unsigned p = 0; p < ptwm::kMaxPlanes; ++p) s[5 + p] = static_cast<uint8_t>(e.codec[p]);
@@ -247,6 +251,11 @@ int main(int argc, char** argv) {
         const auto payload = ptwm::f8tables::encode_with(fp8, {shape, 0, ptwm::DType::F8_E4M3, {}}, choice);
         e.payload_length[0] = static_cast<uint32_t>(payload.size());
         write_plane_seed(out + "/planes/codec_f8_tables_" + name, e, payload);
+        // The SIMD layouts through the other two decoders as well.
+        if (choice.state_signs) {
+            write_plane_seed(out + "/planes/codec_f8_tables_" + name + "_avx2", e, payload, 1);
+            write_plane_seed(out + "/planes/codec_f8_tables_" + name + "_scalar", e, payload, 2);
+        }
     }
     return 0;
 }
