@@ -8,9 +8,15 @@
 //                 gets what is left)
 //   byte  27      f8-tables' decoder: 0 the CPU's best, 1 AVX2 (no AVX-512),
 //                 2 and up scalar (other codecs ignore it)
-//   byte  28      reserved (zero)
-//   bytes 29..    the payload: the planes' coded bytes back to back
-// Shorter inputs only go through decode_plane.
+//   byte  28      the tensor layout the context models (codecs 6-8) and
+//                 f8-tables see: bits 0-2 a shape from kShapes (0: none),
+//                 bits 3-4 the chunk's offset in the tensor from kOffsets,
+//                 bits 5-7 added to the chunk entry's group base (grouped
+//                 decompositions; 0: the one the encoder would write)
+//   bytes 29..    the payload: the planes' coded bytes back to back, then,
+//                 when the input needs block scales (FP4 model, grouped
+//                 decompositions 10-12), one scale a block at its end
+// Shorter inputs only go through decode_plane, without a layout.
 //
 // decode_plane must fill the output or throw CorruptData; decode_chunk_payload
 // the same. ptwm::Error of another kind, or any crash, is a finding.
@@ -23,6 +29,7 @@
 #include "codecs/f8_tables.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/codecs/codec.hpp"
+#include "ptwm/planes/fp4_groups.hpp"
 #include "ptwm/store/chunk_codec.hpp"
 
 namespace {
@@ -43,15 +50,50 @@ constexpr size_t kLarge = 4099;
 // they are asked for at most this much, in a plane and in a chunk.
 constexpr uint32_t kMaxAdaptive = 1u << 10;
 
+// Shapes the context models take their contexts from: none, 1-D, 2-D,
+// 4-D HWIO kernels (the FP8 model's kernel-position contexts), a column
+// vector. Without one they decode with row length 1 and never reach their
+// row and channel contexts.
+constexpr uint64_t kShape1[] = {64}, kShape2[] = {16, 64}, kShape3[] = {3, 3, 8, 16}, kShape4[] = {40, 64},
+                   kShape5[] = {128, 1}, kShape6[] = {2, 2048}, kShape7[] = {1, 1, 32, 64};
+constexpr std::span<const uint64_t> kShapes[8] = {{}, kShape1, kShape2, kShape3, kShape4, kShape5, kShape6, kShape7};
+// The chunk's first byte in its tensor: the start, and later chunks.
+constexpr uint64_t kOffsets[4] = {0, 16, 4096, 1u << 16};
+// Bytes an FP4 block (MXFP4: 32 values) takes: the FP4 model's unit.
+constexpr size_t kFp4Block = 16;
+
 bool is_adaptive(ptwm::Codec c) { return c == ptwm::Codec::adaptive || ptwm::is_context_model(c); }
 
 uint32_t load_u32(const uint8_t* p) { return p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24; }
 uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 
-void try_plane(ptwm::Codec c, std::span<const uint8_t> payload, size_t n) {
+// The last `count` bytes of the payload as block scales, the rest as the
+// coded planes; a payload shorter than that lends its bytes round and round.
+struct WithScales {
+    std::span<const uint8_t> coded;
+    std::vector<uint8_t> scales;
+};
+WithScales take_scales(std::span<const uint8_t> payload, size_t count) {
+    WithScales w{payload, std::vector<uint8_t>(count)};
+    if (count == 0 || payload.empty()) return w;
+    if (count < payload.size()) {
+        w.coded = payload.first(payload.size() - count);
+        std::copy(payload.end() - static_cast<std::ptrdiff_t>(count), payload.end(), w.scales.begin());
+    } else {
+        for (size_t i = 0; i < count; ++i) w.scales[i] = payload[i % payload.size()];
+    }
+    return w;
+}
+
+void try_plane(ptwm::Codec c, std::span<const uint8_t> payload, size_t n, ptwm::TensorLayout layout) {
+    // The FP4 model decodes whole blocks, one scale each.
+    if (c == ptwm::Codec::fp4_model) n -= n % kFp4Block;
+    if (n == 0) return;
+    const WithScales w = take_scales(payload, c == ptwm::Codec::fp4_model ? n / kFp4Block : 0);
+    layout.scales = w.scales;
     std::vector<uint8_t> out(n);
     try {
-        ptwm::decode_plane(c, payload, out);
+        ptwm::decode_plane(c, w.coded, out, layout);
     } catch (const ptwm::CorruptData&) {
     }
 }
@@ -62,6 +104,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::span<const uint8_t> input(data, size);
     const std::span<const uint8_t> payload = size >= kHeader ? input.subspan(kHeader) : input;
     const uint32_t wanted = size >= kHeader ? load_u32(data + 1) % kMaxOriginal : 0;
+    const uint8_t where = size >= kHeader ? data[28] : 0;
+    ptwm::TensorLayout layout;
+    layout.shape = kShapes[where & 7];
+    layout.offset = kOffsets[where >> 3 & 3];
 
     // The codec the input names for its first plane (byte 5; the first byte
     // of a shorter input), ids past the format's included, asked for a few
@@ -87,7 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         ptwm::f8tables::allow_simd(f8_path <= 1);
         for (size_t n : {size_t{1}, size_t{3}, size_t{64}, adaptive ? size_t{0} : kLarge,
                          size_t{adaptive ? wanted % kMaxAdaptive : wanted}})
-            if (n) try_plane(c, payload, n);
+            if (n) try_plane(c, payload, n, layout);
 
         ptwm::f8tables::allow_avx512(true);
         ptwm::f8tables::allow_simd(true);
@@ -109,7 +155,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (unsigned p = 0; p < e.plane_count; ++p) adaptive = adaptive || is_adaptive(e.codec[p]);
     const uint32_t length = adaptive ? wanted % kMaxAdaptive : wanted;
     e.original_length = std::max(unit, length - length % unit);
-    size_t left = payload.size();
+    // Grouped decompositions: the chunk's block scales from the payload's end,
+    // and a group base the input may shift off the one they give.
+    const size_t block = ptwm::is_grouped(e.decomposition) ? ptwm::block_bytes(e.decomposition) : 0;
+    const WithScales w = take_scales(payload, block ? e.original_length / block : 0);
+    if (block) e.group_base = static_cast<uint8_t>(ptwm::group_base(e.decomposition, w.scales) + (where >> 5));
+    size_t left = w.coded.size();
     for (unsigned p = 0; p < e.plane_count; ++p) {
         const size_t len = p + 1 == e.plane_count ? left : std::min<size_t>(left, load_u16(data + 13 + 2 * p));
         e.payload_length[p] = static_cast<uint32_t>(len);
@@ -120,7 +171,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     e.checksum = 0;
     std::vector<uint8_t> out(e.original_length);
     try {
-        ptwm::decode_chunk_payload(e, payload.first(payload.size() - left), out);
+        ptwm::decode_chunk_payload(e, w.coded.first(w.coded.size() - left), out, w.scales, layout);
     } catch (const ptwm::CorruptData&) {
     }
     return 0;

@@ -121,11 +121,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     // Random ranges through read(), which maps offsets to chunks and cuts
     // partial chunks: the prefix/data boundary and chunk edges are where
-    // offset arithmetic goes wrong. Plus the last byte and the whole prefix.
+    // offset arithmetic goes wrong. Plus the last byte and the whole prefix
+    // with the first data byte after it. (Not the whole file from 0, as
+    // before: that decoded every chunk a second time, after the loop above
+    // had, and was a third of this target's time.)
     const uint64_t total = reader->original_size();
     if (total == 0) return 0;
     uint64_t state = XXH3_64bits(data, size);
-    std::vector<std::pair<uint64_t, uint64_t>> ranges = {{total - 1, 1}, {0, std::min(total, kMaxReadBytes)}};
+    std::vector<std::pair<uint64_t, uint64_t>> ranges = {
+        {total - 1, 1}, {0, std::min<uint64_t>(total, reader->prefix().size() + 1)}};
     for (int k = 0; k < 8; ++k) {
         const uint64_t at = next_random(state) % total;
         ranges.emplace_back(at, 1 + next_random(state) % std::min(total - at, kMaxReadBytes));

@@ -99,11 +99,13 @@ std::vector<uint8_t> scales(size_t n) {
 
 // plane_decoders input: see the layout in fuzz_plane_decoders.cpp.
 // f8_path: byte 27, which f8-tables decoder the target runs (0 the CPU's best,
-// 1 AVX2, 2 scalar).
+// 1 AVX2, 2 scalar). where: byte 28, the layout (index into the target's
+// kShapes, offset 0); block scales, when the chunk needs them, follow the payload.
 void write_plane_seed(const std::string& path, const ptwm::ChunkEntry& e, const std::vector<uint8_t>& payload,
-                      uint8_t f8_path = 0) {
+                      uint8_t f8_path = 0, uint8_t where = 0, const std::vector<uint8_t>& block_scales = {}) {
     std::vector<uint8_t> s(29, 0);
     s[27] = f8_path;
+    s[28] = where;
     s[0] = static_cast<uint8_t>(e.decomposition);
     for (int i = 0; i < 4; ++i) s[1 + i] = static_cast<uint8_t>(e.original_length >> (8 * i));
     for (unsigned p = 0; p < ptwm::kMaxPlanes; ++p) s[5 + p] = static_cast<uint8_t>(e.codec[p]);
@@ -112,6 +114,7 @@ void write_plane_seed(const std::string& path, const ptwm::ChunkEntry& e, const 
         s[14 + 2 * p] = static_cast<uint8_t>(e.payload_length[p] >> 8);
     }
     s.insert(s.end(), payload.begin(), payload.end());
+    s.insert(s.end(), block_scales.begin(), block_scales.end());
     write_file(path, s);
 }
 
@@ -202,7 +205,11 @@ int main(int argc, char** argv) {
         }
     // ...and one plane per codec, forced, so every decoder has a valid seed
     // (the encoder's contest would not pick rans1 or zstd for small planes).
-    const auto plane = scales(20000);  // >= 16 KiB: the 32-state rANS layout
+    // 16,000 bytes: the 32-state rANS layout (from 11,200) and under the
+    // target's largest size (16 KiB), so the exact length it asks for is the
+    // seed's (drawn as 20,000 and cut, so the seeds after it stay the same).
+    auto plane = scales(20000);
+    plane.resize(16000);
     const auto small = scales(500);    // the 4-state layout
     struct Forced {
         const char* name;
@@ -225,6 +232,51 @@ int main(int argc, char** argv) {
         const auto payload = ptwm::encode_with(codec, bytes);
         e.payload_length[0] = static_cast<uint32_t>(payload.size());
         write_plane_seed(out + "/planes/codec_" + name, e, payload);
+    }
+    // The adaptive coder and the context models, each under the layout it
+    // was coded with (the target's kShapes: 2 is [16,64], 3 is [3,3,8,16],
+    // 4 is [40,64]); under 1 KiB, the most the target asks of them.
+    struct Modelled {
+        const char* name;
+        ptwm::Codec codec;
+        uint8_t shape_index;
+        std::vector<uint64_t> shape;
+        std::vector<uint8_t> bytes, block_scales;
+    };
+    const auto fp4_scales = scales(60);
+    const std::vector<Modelled> modelled = {
+        {"adaptive", ptwm::Codec::adaptive, 0, {}, small_ints(900, 6), {}},
+        {"scale_model", ptwm::Codec::scale_model, 2, {16, 64}, scales(960), {}},
+        {"f8_model", ptwm::Codec::f8_model, 3, {3, 3, 8, 16}, small_ints(1008, 12), {}},
+        {"fp4_model", ptwm::Codec::fp4_model, 4, {40, 64}, random_bytes(960), fp4_scales},
+    };
+    for (const auto& m : modelled) {
+        ptwm::ChunkEntry e;
+        e.decomposition = ptwm::Decomposition::stream;
+        e.plane_count = 1;
+        e.original_length = static_cast<uint32_t>(m.bytes.size());
+        e.codec[0] = m.codec;
+        const auto payload = ptwm::encode_with(m.codec, m.bytes, 3, {m.shape, 0, std::nullopt, m.block_scales});
+        e.payload_length[0] = static_cast<uint32_t>(payload.size());
+        write_plane_seed(out + "/planes/codec_" + m.name, e, payload, 0, m.shape_index, m.block_scales);
+    }
+    // FP4 chunks with their block scales: grouped by scale (MXFP4, NVFP4)
+    // and modelled (MXFP4 through the FP4 model).
+    struct Grouped {
+        const char* name;
+        ptwm::Decomposition d;
+        std::vector<uint8_t> bytes, block_scales;
+        int level;
+    };
+    const std::vector<Grouped> grouped = {
+        {"fp4_mx_grouped", ptwm::Decomposition::fp4_mx_grouped, random_bytes(2048), scales(128), 3},
+        {"fp4_nv_grouped", ptwm::Decomposition::fp4_nv_grouped, random_bytes(2048), small_ints(256, 12), 3},
+        {"fp4_mx_modelled", ptwm::Decomposition::fp4_mx_modelled, random_bytes(960), fp4_scales, 9},
+    };
+    for (const auto& g : grouped) {
+        const std::vector<uint64_t> shape = {40, 64};
+        const auto chunk = ptwm::encode_chunk(g.bytes, g.d, {g.level}, g.block_scales, {shape, 0, std::nullopt, {}});
+        write_plane_seed(out + "/planes/" + g.name, chunk.entry, chunk.payload, 0, 4, g.block_scales);
     }
     // f8-tables with column classes, with coded signs, wide and with signs in
     // the states: FP8-like bytes
