@@ -364,12 +364,14 @@ def main():
         with contextlib.ExitStack() as stack:
             m = stack.enter_context(Mounted(ptwmfs, store_dir, options, prefix="ptwmfs-load-"))
             mount_times.append(m.mount_seconds)
+            roots = {"raw": raw_dir, "mount": m.path}
             if ceiling_dir:
-                ceiling = stack.enter_context(Mounted(ptwmfs, ceiling_dir, options, prefix="ptwmfs-ceiling-"))
+                roots["ceiling"] = stack.enter_context(
+                    Mounted(ptwmfs, ceiling_dir, options, prefix="ptwmfs-ceiling-")).path
             for run in range(args.runs):
                 for name, load in loads:
                     for side in sides(name, run):
-                        root = {"raw": raw_dir, "mount": m.path}.get(side) or ceiling.path
+                        root = roots[side]
                         suffix = ".bin" if side == "ceiling" else ""
                         drop_caches()
                         cpu_before = m.cpu_seconds()

@@ -140,8 +140,7 @@ void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload,
         // A chunk of one plane as it is (whole FP8 bytes, integers) decodes
         // straight into `out`: through a plane buffer it was one more copy of
         // every byte.
-        const bool in_place = d == Decomposition::stream;
-        const auto buf = in_place ? out : t_scratch.plane(p, n);
+        const auto buf = d == Decomposition::stream ? out : t_scratch.plane(p, n);
         try {
             decode_plane(e.codec[p], coded, buf, with_scales);
         } catch (const CorruptData& err) {
@@ -149,12 +148,12 @@ void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload,
         }
         planes[p] = buf.data();
     }
-    if (d == Decomposition::stream && planes[0] == out.data()) {
-        // decoded in place: nothing to merge
-    } else if (is_grouped(d))
-        merge_grouped(d, std::span(planes.data(), e.plane_count), scales, e.group_base, out);
-    else
-        merge(d, std::span(planes.data(), e.plane_count), out);
+    if (planes[0] != out.data()) {  // else a stream chunk decoded in place: nothing to merge
+        if (is_grouped(d))
+            merge_grouped(d, std::span(planes.data(), e.plane_count), scales, e.group_base, out);
+        else
+            merge(d, std::span(planes.data(), e.plane_count), out);
+    }
     if (chunk_checksum(out) != e.checksum) throw CorruptData("checksum mismatch: the decoded bytes are not the packed ones");
 }
 
