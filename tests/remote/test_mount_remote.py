@@ -214,6 +214,9 @@ class MountOverS3(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("credentials are wrong", p.stderr)
 
+    # Without the corpus the largest store is fetched whole (read and
+    # fetch-ahead) before the gateway stops: nothing would be left to wait for.
+    @unittest.skipUnless(CORPUS.is_dir(), "needs ../shared/corpus for a store larger than the blocks read at open")
     def test_gateway_stopped_mid_read_then_back(self):
         import threading
         with mt.Mount(self.url, self.options(self.fresh_cache())) as m:
@@ -225,8 +228,10 @@ class MountOverS3(unittest.TestCase):
                 reader = threading.Thread(target=lambda: result.update(rest=f.read()))
                 reader.start()
                 reader.join(3)
-                self.assertTrue(reader.is_alive(), "the read finished without the gateway")
-                self.cluster.start_gateway()
+                try:
+                    self.assertTrue(reader.is_alive(), "the read finished without the gateway")
+                finally:  # the tests after this one need the gateway, whatever happened here
+                    self.cluster.start_gateway()
                 reader.join(120)
                 self.assertFalse(reader.is_alive())
             digest = __import__("hashlib").sha256(first + result["rest"]).hexdigest()
