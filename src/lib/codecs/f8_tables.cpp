@@ -15,6 +15,7 @@
 #define PTWM_F8_WIDE_AVX512 1
 #endif
 
+#include "base/scratch.hpp"
 #include "base/varint.hpp"
 #include "codecs/static_rans.hpp"
 #include "ptwm/base/error.hpp"
@@ -840,7 +841,7 @@ size_t decode_state_signs_rounds(const uint32_t* words, const uint8_t* cls_ext, 
 // the final states. `kept_signs`: the payload's sign bytes (the signs of the
 // bytes before the last min(n, 960)).
 template <size_t Lanes>
-void decode_state_signs(const std::vector<Table>& t, const std::vector<uint8_t>& cls,
+void decode_state_signs(const std::vector<Table>& t, std::span<const uint8_t> cls,
                         std::span<const uint8_t> kept_signs, unsigned prec, uint64_t period, uint64_t phase,
                         srans::DecodeState<Lanes>& d, std::span<uint8_t> out) {
     const size_t n = out.size();
@@ -857,28 +858,23 @@ void decode_state_signs(const std::vector<Table>& t, const std::vector<uint8_t>&
     size_t i = 0;
     uint64_t j = phase;
     if (n >= 2 * Lanes) {
-        thread_local std::vector<uint8_t> cls_ext;  // the classes of columns j .. j + Lanes - 1 without a wrap
-        if (classes) {
-            cls_ext.resize(period + Lanes);
-            std::memcpy(cls_ext.data(), cls.data(), period);
-            for (size_t k = period; k < cls_ext.size(); ++k) cls_ext[k] = cls_ext[k - period];
-        }
+        const uint8_t* const cls_ext = cls.data();  // columns j .. j + Lanes - 1 without a wrap
 #ifdef PTWM_F8_WIDE_AVX512
         if (has_avx512()) {
             if (classes)
-                i = decode_state_signs_avx512<true, Lanes>(words, cls_ext.data(), period, j, prec, signs.data(), d, out.data(), n);
+                i = decode_state_signs_avx512<true, Lanes>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
             else
                 i = decode_state_signs_avx512<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
         } else if (has_avx2()) {
             if (classes)
-                i = decode_state_signs_avx2<true, Lanes>(words, cls_ext.data(), period, j, prec, signs.data(), d, out.data(), n);
+                i = decode_state_signs_avx2<true, Lanes>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
             else
                 i = decode_state_signs_avx2<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
         }
 #endif
         if (i == 0) {
             if (classes)
-                i = decode_state_signs_rounds<true, Lanes>(words, cls_ext.data(), period, j, prec, signs.data(), d, out.data(), n);
+                i = decode_state_signs_rounds<true, Lanes>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
             else
                 i = decode_state_signs_rounds<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
         }
@@ -1009,6 +1005,7 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         phase = get_varint(payload, "f8-tables");
         if (period < 2 || period > kMaxPeriod || phase >= period) throw CorruptData("f8-tables: bad column period");
     }
+    const uint64_t chunk_period = period, chunk_phase = phase;  // the rows' (period becomes the chunk's with row classes)
     const size_t n = out.size();
     // Row classes: one per row the chunk touches (at most n / 2 + 2).
     std::vector<uint8_t> cls(row_classes ? chunk_rows(n, period, phase) : period, 0);
@@ -1045,20 +1042,30 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         for (const Table& x : tables)
             for (uint32_t f : x.freq)
                 if (f > kStateSignsMaxFreq) throw CorruptData("f8-tables: a frequency too large for its layout");
+        // The classes of columns 0 .. period - 1, then of the next `lanes`
+        // columns again (wrapped): the SIMD decoder loads a round's classes
+        // without a wrap test. With row classes every byte gets its row's
+        // class: the period is the whole chunk. Built here once, in memory
+        // reused per thread: a 256 KiB chunk of row classes used to be
+        // allocated, zeroed and copied twice.
+        const size_t lanes = sixty_four ? 64 : 32;
+        if (row_classes) period = std::max<size_t>(n, 1), phase = 0;
+        thread_local Scratch ext_memory;
+        const std::span<uint8_t> ext = ext_memory.get(period + lanes);
         if (row_classes) {
-            // Every byte its row's class: a period of the whole chunk.
-            std::vector<uint8_t> byte_cls(std::max<size_t>(n, 1));
-            for_each_row(n, period, phase, [&](size_t i, size_t len, size_t r) { std::memset(byte_cls.data() + i, cls[r], len); });
-            cls = std::move(byte_cls);
-            period = cls.size();
-            phase = 0;
+            ext[0] = 0;  // (an empty chunk)
+            for_each_row(n, chunk_period, chunk_phase,
+                         [&](size_t i, size_t len, size_t r) { std::memset(ext.data() + i, cls[r], len); });
+        } else {
+            std::memcpy(ext.data(), cls.data(), period);
         }
+        for (size_t k = period; k < ext.size(); ++k) ext[k] = ext[k - period];
         if (sixty_four) {
             srans::DecodeState<64> d(payload);
-            decode_state_signs(tables, cls, signs, prec, period, phase, d, out);
+            decode_state_signs(tables, ext, signs, prec, period, phase, d, out);
         } else {
             srans::DecodeState<32> d(payload);
-            decode_state_signs(tables, cls, signs, prec, period, phase, d, out);
+            decode_state_signs(tables, ext, signs, prec, period, phase, d, out);
         }
         return;
     }

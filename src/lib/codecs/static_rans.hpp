@@ -165,9 +165,16 @@ inline bool normalize(Table& t, unsigned prec) {
         diff -= t.freq[s];
     }
     if (diff != 0) {
-        std::sort(order.begin(), order.begin() + present, [&](uint8_t a, uint8_t b) {
-            return t.freq[a] != t.freq[b] ? t.freq[a] > t.freq[b] : a < b;
-        });
+        auto before = [&](uint8_t a, uint8_t b) { return t.freq[a] != t.freq[b] ? t.freq[a] > t.freq[b] : a < b; };
+        // The walk below reaches only the first |diff| symbols of the order
+        // when that many have a frequency above 1 (always when diff > 0 and
+        // |diff| <= present): sorting just those is the same order there (a
+        // strict total order) at a fraction of the cost -- the decoder
+        // normalises every table of every chunk, and |diff| is mostly a few.
+        const auto head = static_cast<unsigned>(std::min<int64_t>(diff > 0 ? diff : -diff, present));
+        std::partial_sort(order.begin(), order.begin() + head, order.begin() + present, before);
+        const bool head_enough = diff > 0 ? head == static_cast<unsigned>(diff) : t.freq[order[head - 1]] > 1 && head == -diff;
+        if (!head_enough) std::sort(order.begin(), order.begin() + present, before);
         for (unsigned k = 0; diff != 0; k = (k + 1) % present) {
             uint32_t& f = t.freq[order[k]];
             if (diff > 0) ++f, --diff;
