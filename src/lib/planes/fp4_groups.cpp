@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace ptwm {
 namespace {
 
@@ -14,6 +18,49 @@ uint8_t scale_context(Decomposition d, uint8_t scale) {
 unsigned group_of(Decomposition d, uint8_t scale, uint8_t base) {
     const int g = scale_context(d, scale) - base;
     return static_cast<unsigned>(std::clamp(g, 0, static_cast<int>(kMaxPlanes) - 1));
+}
+
+// group_of for every scale byte, once a chunk: the decoder looks up a group
+// per block, and a table lookup is cheaper than the context and clamp.
+std::array<uint8_t, 256> group_table(Decomposition d, uint8_t base) {
+    std::array<uint8_t, 256> t;
+    for (unsigned s = 0; s < 256; ++s) t[s] = static_cast<uint8_t>(group_of(d, static_cast<uint8_t>(s), base));
+    return t;
+}
+
+// One block's bytes from its 2 * bb nibbles (low nibble first).
+template <unsigned bb>
+[[gnu::always_inline]] inline void merge_block(const uint8_t* src, uint8_t* out) {
+#ifdef __SSE2__
+    // Each 16-bit lane holds a byte's two nibbles: low | high << 4 lands in
+    // the lane's low byte, and a pack keeps those (as the scalar loop, any
+    // bits above a nibble are dropped).
+    const __m128i lo = _mm_set1_epi16(0x0F), hi = _mm_set1_epi16(0xF0);
+    auto pair = [&](const uint8_t* p) {
+        const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        return _mm_or_si128(_mm_and_si128(w, lo), _mm_and_si128(_mm_srli_epi16(w, 4), hi));
+    };
+    if constexpr (bb == 16) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(pair(src), pair(src + 16)));
+    } else {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(pair(src), _mm_setzero_si128()));
+    }
+#else
+    for (unsigned k = 0; k < bb; ++k) out[k] = static_cast<uint8_t>((src[2 * k] & 0x0F) | (src[2 * k + 1] << 4));
+#endif
+}
+
+template <unsigned bb>
+void merge_blocks(std::span<const uint8_t* const> planes, std::span<const uint8_t> scales, const std::array<uint8_t, 256>& group,
+                  std::span<uint8_t> out) {
+    std::array<const uint8_t*, kMaxPlanes> at{};
+    std::copy(planes.begin(), planes.end(), at.begin());
+    uint8_t* o = out.data();
+    for (size_t b = 0; b < scales.size(); ++b, o += bb) {
+        const uint8_t*& src = at[group[scales[b]]];
+        merge_block<bb>(src, o);
+        src += 2 * bb;
+    }
 }
 
 }  // namespace
@@ -32,7 +79,11 @@ std::array<size_t, kMaxPlanes> group_plane_lengths(Decomposition d, std::span<co
         len[0] = scales.size() * block_bytes(d);
         return len;
     }
-    for (uint8_t s : scales) len[group_of(d, s, base)] += 2 * block_bytes(d);
+    // Scales counted by value, then by group: a chunk has thousands of
+    // blocks and 256 scale values at most.
+    std::array<size_t, 256> count{};
+    for (uint8_t s : scales) ++count[s];
+    for (unsigned s = 0; s < 256; ++s) len[group_of(d, static_cast<uint8_t>(s), base)] += count[s] * 2 * block_bytes(d);
     return len;
 }
 
@@ -75,12 +126,9 @@ void merge_grouped(Decomposition d, std::span<const uint8_t* const> planes, std:
         std::copy(planes[0], planes[0] + scales.size() * bb, out.begin());
         return;
     }
-    std::array<const uint8_t*, kMaxPlanes> at{};
-    std::copy(planes.begin(), planes.end(), at.begin());
-    for (size_t b = 0; b < scales.size(); ++b) {
-        const uint8_t*& src = at[group_of(d, scales[b], base)];
-        for (unsigned k = 0; k < bb; ++k, src += 2) out[b * bb + k] = static_cast<uint8_t>((src[0] & 0x0F) | (src[1] << 4));
-    }
+    const auto group = group_table(d, base);
+    if (bb == 16) merge_blocks<16>(planes, scales, group, out);
+    else merge_blocks<8>(planes, scales, group, out);
 }
 
 }  // namespace ptwm
