@@ -175,11 +175,13 @@ void print_table(const std::vector<FileResult>& results, const Options& opt) {
         // "In memory, no file I/O": the store's payloads already in memory,
         // as libzstd's input is; the figure with a pread of each payload
         // (decode_chunk, the daemon's path) is printed beside it.
+        // BF16 decodes at 1.6x zstd's speed or more; FP8 (issue 13) at 1.0x.
         const double dz = safe_div(r.unpack1_payload.mbps(r.size), r.z3d.mbps(r.size));
-        std::snprintf(buf, sizeof buf, "1-thread in-memory decode >= 1.6x zstd-3 (%.2fx, cpu %.2fx; with pread %.2fx)", dz,
-                      safe_div(r.unpack1_payload.cpu_mbps(r.size), r.z3d.cpu_mbps(r.size)),
+        const double decode_target = r.dtype == "BF16" ? 1.6 : 1.0;
+        std::snprintf(buf, sizeof buf, "1-thread in-memory decode >= %.1fx zstd-3 (%.2fx, cpu %.2fx; with pread %.2fx)",
+                      decode_target, dz, safe_div(r.unpack1_payload.cpu_mbps(r.size), r.z3d.cpu_mbps(r.size)),
                       safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)));
-        check(r.dtype == "BF16", dz >= 1.6, buf);
+        check(r.dtype == "BF16" || r.bounds.has_f8, dz >= decode_target, buf);
         if (opt.cli) {
             const double uz = safe_div(r.cli_unpack1.mbps(r.size), r.cli_z3d.mbps(r.size));
             std::snprintf(buf, sizeof buf, "CLI unpack -j1 >= 1.2x zstd -d -T1 (%.2fx, cpu %.2fx)", uz,
