@@ -74,6 +74,37 @@ TEST(Fp4, GroupedChunksRoundTripWithTheirScales) {
     }
 }
 
+// The merge takes the planes' values as a byte's nibbles, low first, and
+// drops bits above a nibble (a damaged plane: the checksum then tells), in
+// every group order and for both block sizes, whatever the vector path does.
+TEST(Fp4, GroupedMergeMatchesTheNibbleFormulaForAnyPlaneBytes) {
+    std::mt19937 rng(11);
+    for (auto [d, bb] : {std::pair{Decomposition::fp4_mx_grouped, 16u}, std::pair{Decomposition::fp4_nv_grouped, 8u}}) {
+        std::vector<uint8_t> scales(257);
+        for (auto& s : scales) s = static_cast<uint8_t>(d == Decomposition::fp4_nv_grouped ? 0x28 + rng() % 40 : 118 + rng() % 11);
+        const uint8_t base = group_base(d, scales);
+        const auto len = group_plane_lengths(d, scales, base);
+        std::array<std::vector<uint8_t>, kMaxPlanes> planes;
+        std::array<const uint8_t*, kMaxPlanes> at{};
+        for (unsigned g = 0; g < kMaxPlanes; ++g) {
+            planes[g].resize(len[g]);
+            for (auto& b : planes[g]) b = static_cast<uint8_t>(rng());  // any byte, not only nibbles
+            at[g] = planes[g].data();
+        }
+        std::vector<uint8_t> out(scales.size() * bb), want(out.size());
+        auto cursor = at;
+        for (size_t b = 0; b < scales.size(); ++b) {
+            // The block's group: the one plane whose length a lone block of this scale takes.
+            const auto single = group_plane_lengths(d, std::span(&scales[b], 1), base);
+            const unsigned g = static_cast<unsigned>(std::find_if(single.begin(), single.end(), [](size_t n) { return n > 0; }) - single.begin());
+            for (unsigned k = 0; k < bb; ++k, cursor[g] += 2)
+                want[b * bb + k] = static_cast<uint8_t>((cursor[g][0] & 0x0F) | (cursor[g][1] << 4));
+        }
+        merge_grouped(d, at, scales, base, out);
+        EXPECT_EQ(out, want) << name(d);
+    }
+}
+
 // The FP4 context model (decomposition 12, codec 8) decodes with the block
 // scales and the chunk's offset in its tensor, for any block count.
 TEST(Fp4, ModelledChunksRoundTripWithTheirScalesAtAnyOffset) {
