@@ -167,11 +167,19 @@ void print_table(const std::vector<FileResult>& results, const Options& opt) {
             if (applies) notes.push_back(std::string(met ? "ok  " : "MISS") + " " + what);
         };
         const bool float_file = r.dtype == "BF16" || r.dtype == "F16" || r.dtype == "F32";
+        // The FP8 targets are about FP8 weights: an NVFP4 file's F8 tensors
+        // are its block scales, a few percent of it.
+        uint64_t f8_bytes = 0, all_bytes = 0;
+        for (const auto& [dtype, bytes] : r.bounds.dtype_bytes) {
+            all_bytes += bytes;
+            if (dtype.rfind("F8_", 0) == 0) f8_bytes += bytes;
+        }
+        const bool fp8_weights = r.bounds.has_f8 && 2 * f8_bytes >= all_bytes;
         char buf[160];
         std::snprintf(buf, sizeof buf, "ratio <= 1%% above plane bound (gap %.2f%%)", r.gap_percent());
         check(float_file && !r.bounds.has_f8, r.gap_percent() <= 1.0, buf);
         std::snprintf(buf, sizeof buf, "ratio <= whole-byte bound (gap %.2f%%)", r.gap_percent());
-        check(r.bounds.has_f8, r.gap_percent() <= 0.0, buf);
+        check(fp8_weights, r.gap_percent() <= 0.0, buf);
         // "In memory, no file I/O": the store's payloads already in memory,
         // as libzstd's input is; the figure with a pread of each payload
         // (decode_chunk, the daemon's path) is printed beside it.
@@ -181,7 +189,7 @@ void print_table(const std::vector<FileResult>& results, const Options& opt) {
         std::snprintf(buf, sizeof buf, "1-thread in-memory decode >= %.1fx zstd-3 (%.2fx, cpu %.2fx; with pread %.2fx)",
                       decode_target, dz, safe_div(r.unpack1_payload.cpu_mbps(r.size), r.z3d.cpu_mbps(r.size)),
                       safe_div(r.unpack1.mbps(r.size), r.z3d.mbps(r.size)));
-        check(r.dtype == "BF16" || r.bounds.has_f8, dz >= decode_target, buf);
+        check(r.dtype == "BF16" || fp8_weights, dz >= decode_target, buf);
         if (opt.cli) {
             const double uz = safe_div(r.cli_unpack1.mbps(r.size), r.cli_z3d.mbps(r.size));
             std::snprintf(buf, sizeof buf, "CLI unpack -j1 >= 1.2x zstd -d -T1 (%.2fx, cpu %.2fx)", uz,
