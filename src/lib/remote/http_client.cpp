@@ -1,6 +1,6 @@
 #include "ptwm/remote/http_client.hpp"
 
-#include <curl/curl.h>
+#include "remote/curl_library.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,11 +10,6 @@
 
 namespace ptwm::remote {
 namespace {
-
-void global_init() {
-    static std::once_flag once;
-    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 struct Transfer {
     const HttpRequest* request;
@@ -27,7 +22,7 @@ struct Transfer {
 size_t on_body(char* data, size_t, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     long status = 0;
-    curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &status);
+    curl().easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &status);
     if (!t->request->into.empty() && status >= 200 && status < 300) {
         auto& r = *t->response;
         if (r.received + n > t->request->into.size()) {
@@ -48,7 +43,7 @@ size_t on_body(char* data, size_t, size_t n, void* user) {
 
 std::string header_value(CURL* handle, const char* name) {
     struct curl_header* h = nullptr;
-    if (curl_easy_header(handle, name, 0, CURLH_HEADER, -1, &h) == CURLHE_OK && h && h->value) return h->value;
+    if (curl().easy_header(handle, name, 0, CURLH_HEADER, -1, &h) == CURLHE_OK && h && h->value) return h->value;
     return "";
 }
 
@@ -87,11 +82,11 @@ std::string HttpResponse::error_code() const { return xml_field(body, "Code"); }
 
 HttpClient::HttpClient(std::optional<S3Config> s3, RetryPolicy policy)
     : s3_(std::move(s3)), policy_(policy), stats_(std::make_shared<RemoteStats>()) {
-    global_init();
+    curl();  // loaded now: a missing libcurl is an error at open, not at the first read
 }
 
 HttpClient::~HttpClient() {
-    for (void* h : idle_handles_) curl_easy_cleanup(static_cast<CURL*>(h));
+    for (void* h : idle_handles_) curl().easy_cleanup(static_cast<CURL*>(h));
 }
 
 void* HttpClient::acquire_handle() {
@@ -103,7 +98,7 @@ void* HttpClient::acquire_handle() {
             return h;
         }
     }
-    CURL* h = curl_easy_init();
+    CURL* h = curl().easy_init();
     if (!h) throw Error("libcurl: cannot create a handle");
     return h;
 }
@@ -116,62 +111,62 @@ void HttpClient::release_handle(void* handle) {
 void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_seconds, HttpResponse& resp,
                          std::string& transport_error, bool& retryable) {
     CURL* h = static_cast<CURL*>(raw);
-    curl_easy_reset(h);
+    curl().easy_reset(h);
     Transfer t{&req, &resp, h};
     resp = HttpResponse{};
-    curl_easy_setopt(h, CURLOPT_URL, req.url.c_str());
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max(1.0, timeout_seconds * 1000)));
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::clamp(timeout_seconds * 1000, 1.0, 10000.0)));
+    curl().easy_setopt(h, CURLOPT_URL, req.url.c_str());
+    curl().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl().easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl().easy_setopt(h, CURLOPT_WRITEDATA, &t);
+    curl().easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max(1.0, timeout_seconds * 1000)));
+    curl().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::clamp(timeout_seconds * 1000, 1.0, 10000.0)));
     // A transfer that stalls (a server gone mid-body) is cut and retried.
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::clamp(timeout_seconds, 1.0, 10.0)));
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored, never re-encoded
+    curl().easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl().easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::clamp(timeout_seconds, 1.0, 10.0)));
+    curl().easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl().easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored, never re-encoded
     std::string range;
     if (req.range) {
         range = std::to_string(req.range->first) + "-" + std::to_string(req.range->second);
-        curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
+        curl().easy_setopt(h, CURLOPT_RANGE, range.c_str());
     }
     struct curl_slist* headers = nullptr;
-    for (const auto& line : req.headers) headers = curl_slist_append(headers, line.c_str());
+    for (const auto& line : req.headers) headers = curl().slist_append(headers, line.c_str());
     std::string userpwd, sigv4;
     if (s3_ && s3_->signs()) {
         sigv4 = "aws:amz:" + s3_->region + ":s3";
         userpwd = s3_->access_key + ":" + s3_->secret_key;
-        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
-        curl_easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
+        curl().easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
+        curl().easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
         // S3 wants the payload's hash in a signed header; libcurl 7.88 sends
         // none, and a body's integrity is checked by TCP/TLS and our checksums.
-        headers = curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+        headers = curl().slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
         if (!s3_->session_token.empty())
-            headers = curl_slist_append(headers, ("x-amz-security-token: " + s3_->session_token).c_str());
+            headers = curl().slist_append(headers, ("x-amz-security-token: " + s3_->session_token).c_str());
     }
     if (req.method == "HEAD") {
-        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+        curl().easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else if (req.method == "PUT" || req.method == "POST") {
         // The body as POST fields (libcurl then hashes it for the signature);
         // PUT is the same transfer with another verb.
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, reinterpret_cast<const char*>(req.body.data()));
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
-        if (req.method == "PUT") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+        curl().easy_setopt(h, CURLOPT_POSTFIELDS, reinterpret_cast<const char*>(req.body.data()));
+        curl().easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+        if (req.method == "PUT") curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
         // (No "Expect:" override: libcurl 7.88 signs the emptied header it
         // then leaves out, and the server's signature differs.)
-        headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+        headers = curl().slist_append(headers, "Content-Type: application/octet-stream");
     } else if (req.method != "GET") {
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+        curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
     }
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl().easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     const auto start = std::chrono::steady_clock::now();
-    const CURLcode code = curl_easy_perform(h);
-    curl_slist_free_all(headers);
+    const CURLcode code = curl().easy_perform(h);
+    curl().slist_free_all(headers);
     stats_->requests.fetch_add(1, std::memory_order_relaxed);
     stats_->record_latency(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     curl_off_t down = 0, up = 0;
-    curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &down);
-    curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up);
+    curl().easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &down);
+    curl().easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up);
     stats_->bytes_fetched.fetch_add(static_cast<uint64_t>(down), std::memory_order_relaxed);
     stats_->bytes_sent.fetch_add(static_cast<uint64_t>(up), std::memory_order_relaxed);
     if (t.overflow) {
@@ -180,14 +175,14 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
         return;
     }
     if (code != CURLE_OK) {
-        transport_error = curl_easy_strerror(code);
+        transport_error = curl().easy_strerror(code);
         retryable = retryable_curl_error(code);
         return;
     }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
+    curl().easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
     resp.etag = header_value(h, "ETag");
     curl_off_t length = -1;
-    curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+    curl().easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
     resp.content_length = length < 0 ? 0 : static_cast<uint64_t>(length);
     retryable = retryable_status(resp.status);
     if (retryable) transport_error = "HTTP " + std::to_string(resp.status);
