@@ -28,7 +28,7 @@ libs="-lzstd -lxxhash -lhtscodecs -lpthread"
 # but without libFuzzer's main), then one binary per target.
 objs=""
 # The stages the parsers and decoders live in; remote/ (libcurl, the object
-# store) is not fuzzed here and would need libcurl at link time.
+# store) is not fuzzed here.
 for src in "$root"/src/lib/base/*.cpp "$root"/src/lib/planes/*.cpp "$root"/src/lib/codecs/*.cpp \
     "$root"/src/lib/store/*.cpp; do
     name=$(basename "$src" .cpp)
