@@ -84,6 +84,19 @@ void for_each_column(size_t n, uint64_t period, uint64_t phase, F&& f) {
     }
 }
 
+// The classes of columns 0 .. period - 1 (written by `fill` into the span it
+// is given), then those of the next `extra` columns again, wrapped: a SIMD
+// round of `extra` bytes loads its classes without a wrap test. In memory
+// reused per thread (the decoders below never nest).
+template <class Fill>
+std::span<const uint8_t> wrapped_classes(size_t period, size_t extra, Fill&& fill) {
+    thread_local Scratch memory;
+    const std::span<uint8_t> ext = memory.get(period + extra);
+    fill(ext.first(period));
+    for (size_t k = period; k < ext.size(); ++k) ext[k] = ext[k - period];
+    return ext;
+}
+
 // class8[key & index_mask] = the key's rank * 8 / keys, for distinct keys:
 // the eighths' boundaries by selection, not a whole sort (the same classes).
 void rank_in_eighths(std::vector<uint64_t>& key, uint64_t index_mask, std::vector<uint8_t>& class8) {
@@ -683,8 +696,7 @@ void decode_wide(const std::vector<srans::DecodeTable>& t, const std::vector<uin
 #ifdef PTWM_F8_WIDE_AVX512
     if (n >= 64 && has_avx512()) {
         const WideTables w = wide_tables(t, prec);
-        std::vector<uint8_t> cls_ext(period + 32);  // the classes of columns j .. j + 31 without a wrap
-        for (size_t k = 0; k < cls_ext.size(); ++k) cls_ext[k] = cls[k % period];
+        const auto cls_ext = wrapped_classes(period, 32, [&](std::span<uint8_t> first) { std::copy_n(cls.begin(), period, first.begin()); });
         i = decode_wide_avx512(w, cls_ext.data(), period, j, prec, signs.data(), d, out.data(), n);
     }
 #endif
@@ -1042,24 +1054,19 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         for (const Table& x : tables)
             for (uint32_t f : x.freq)
                 if (f > kStateSignsMaxFreq) throw CorruptData("f8-tables: a frequency too large for its layout");
-        // The classes of columns 0 .. period - 1, then of the next `lanes`
-        // columns again (wrapped): the SIMD decoder loads a round's classes
-        // without a wrap test. With row classes every byte gets its row's
-        // class: the period is the whole chunk. Built here once, in memory
-        // reused per thread: a 256 KiB chunk of row classes used to be
-        // allocated, zeroed and copied twice.
-        const size_t lanes = sixty_four ? 64 : 32;
+        // With row classes every byte gets its row's class: the period is
+        // the whole chunk. Built once (a 256 KiB chunk of row classes used
+        // to be allocated, zeroed and copied twice).
         if (row_classes) period = std::max<size_t>(n, 1), phase = 0;
-        thread_local Scratch ext_memory;
-        const std::span<uint8_t> ext = ext_memory.get(period + lanes);
-        if (row_classes) {
-            ext[0] = 0;  // (an empty chunk)
+        const auto ext = wrapped_classes(period, sixty_four ? 64 : 32, [&](std::span<uint8_t> first) {
+            if (!row_classes) {
+                std::copy_n(cls.begin(), period, first.begin());
+                return;
+            }
+            first[0] = 0;  // (an empty chunk)
             for_each_row(n, chunk_period, chunk_phase,
-                         [&](size_t i, size_t len, size_t r) { std::memset(ext.data() + i, cls[r], len); });
-        } else {
-            std::memcpy(ext.data(), cls.data(), period);
-        }
-        for (size_t k = period; k < ext.size(); ++k) ext[k] = ext[k - period];
+                         [&](size_t i, size_t len, size_t r) { std::memset(first.data() + i, cls[r], len); });
+        });
         if (sixty_four) {
             srans::DecodeState<64> d(payload);
             decode_state_signs(tables, ext, signs, prec, period, phase, d, out);

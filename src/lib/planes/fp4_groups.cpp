@@ -20,8 +20,8 @@ unsigned group_of(Decomposition d, uint8_t scale, uint8_t base) {
     return static_cast<unsigned>(std::clamp(g, 0, static_cast<int>(kMaxPlanes) - 1));
 }
 
-// group_of for every scale byte, once a chunk: the decoder looks up a group
-// per block, and a table lookup is cheaper than the context and clamp.
+// group_of for every scale byte, once a chunk: the group is looked up per
+// block, and a table lookup is cheaper than the context and clamp.
 std::array<uint8_t, 256> group_table(Decomposition d, uint8_t base) {
     std::array<uint8_t, 256> t;
     for (unsigned s = 0; s < 256; ++s) t[s] = static_cast<uint8_t>(group_of(d, static_cast<uint8_t>(s), base));
@@ -83,15 +83,17 @@ std::array<size_t, kMaxPlanes> group_plane_lengths(Decomposition d, std::span<co
     // blocks and 256 scale values at most.
     std::array<size_t, 256> count{};
     for (uint8_t s : scales) ++count[s];
-    for (unsigned s = 0; s < 256; ++s) len[group_of(d, static_cast<uint8_t>(s), base)] += count[s] * 2 * block_bytes(d);
+    const auto group = group_table(d, base);
+    for (unsigned s = 0; s < 256; ++s) len[group[s]] += count[s] * 2 * block_bytes(d);
     return len;
 }
 
 void add_group_byte_histograms(Decomposition d, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
                                std::span<std::array<uint64_t, 256>, kMaxPlanes> per_group) {
     const unsigned bb = block_bytes(d);  // 8 or 16: whole steps of 8 below
+    const auto group = group_table(d, base);
     for (size_t b = 0; b < scales.size(); ++b) {
-        auto& h = per_group[group_of(d, scales[b], base)];
+        auto& h = per_group[group[scales[b]]];
         const uint8_t* p = in.data() + b * bb;
         for (unsigned k = 0; k < bb; k += 8) {
             ++h[p[k]], ++h[p[k + 1]], ++h[p[k + 2]], ++h[p[k + 3]];
@@ -109,8 +111,9 @@ void split_grouped(Decomposition d, std::span<const uint8_t> in, std::span<const
     }
     std::array<uint8_t*, kMaxPlanes> at{};
     std::copy(planes.begin(), planes.end(), at.begin());
+    const auto group = group_table(d, base);
     for (size_t b = 0; b < scales.size(); ++b) {
-        uint8_t*& dst = at[group_of(d, scales[b], base)];
+        uint8_t*& dst = at[group[scales[b]]];
         for (unsigned k = 0; k < bb; ++k) {
             const uint8_t byte = in[b * bb + k];
             *dst++ = byte & 0x0F;

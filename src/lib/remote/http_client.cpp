@@ -111,62 +111,63 @@ void HttpClient::release_handle(void* handle) {
 void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_seconds, HttpResponse& resp,
                          std::string& transport_error, bool& retryable) {
     CURL* h = static_cast<CURL*>(raw);
-    curl().easy_reset(h);
+    const CurlLibrary& c = curl();
+    c.easy_reset(h);
     Transfer t{&req, &resp, h};
     resp = HttpResponse{};
-    curl().easy_setopt(h, CURLOPT_URL, req.url.c_str());
-    curl().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl().easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl().easy_setopt(h, CURLOPT_WRITEDATA, &t);
-    curl().easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max(1.0, timeout_seconds * 1000)));
-    curl().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::clamp(timeout_seconds * 1000, 1.0, 10000.0)));
+    c.easy_setopt(h, CURLOPT_URL, req.url.c_str());
+    c.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    c.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    c.easy_setopt(h, CURLOPT_WRITEDATA, &t);
+    c.easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max(1.0, timeout_seconds * 1000)));
+    c.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::clamp(timeout_seconds * 1000, 1.0, 10000.0)));
     // A transfer that stalls (a server gone mid-body) is cut and retried.
-    curl().easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl().easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::clamp(timeout_seconds, 1.0, 10.0)));
-    curl().easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl().easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored, never re-encoded
+    c.easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    c.easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::clamp(timeout_seconds, 1.0, 10.0)));
+    c.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    c.easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored, never re-encoded
     std::string range;
     if (req.range) {
         range = std::to_string(req.range->first) + "-" + std::to_string(req.range->second);
-        curl().easy_setopt(h, CURLOPT_RANGE, range.c_str());
+        c.easy_setopt(h, CURLOPT_RANGE, range.c_str());
     }
     struct curl_slist* headers = nullptr;
-    for (const auto& line : req.headers) headers = curl().slist_append(headers, line.c_str());
+    for (const auto& line : req.headers) headers = c.slist_append(headers, line.c_str());
     std::string userpwd, sigv4;
     if (s3_ && s3_->signs()) {
         sigv4 = "aws:amz:" + s3_->region + ":s3";
         userpwd = s3_->access_key + ":" + s3_->secret_key;
-        curl().easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
-        curl().easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
+        c.easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
+        c.easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
         // S3 wants the payload's hash in a signed header; libcurl 7.88 sends
         // none, and a body's integrity is checked by TCP/TLS and our checksums.
-        headers = curl().slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+        headers = c.slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
         if (!s3_->session_token.empty())
-            headers = curl().slist_append(headers, ("x-amz-security-token: " + s3_->session_token).c_str());
+            headers = c.slist_append(headers, ("x-amz-security-token: " + s3_->session_token).c_str());
     }
     if (req.method == "HEAD") {
-        curl().easy_setopt(h, CURLOPT_NOBODY, 1L);
+        c.easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else if (req.method == "PUT" || req.method == "POST") {
         // The body as POST fields (libcurl then hashes it for the signature);
         // PUT is the same transfer with another verb.
-        curl().easy_setopt(h, CURLOPT_POSTFIELDS, reinterpret_cast<const char*>(req.body.data()));
-        curl().easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
-        if (req.method == "PUT") curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+        c.easy_setopt(h, CURLOPT_POSTFIELDS, reinterpret_cast<const char*>(req.body.data()));
+        c.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+        if (req.method == "PUT") c.easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
         // (No "Expect:" override: libcurl 7.88 signs the emptied header it
         // then leaves out, and the server's signature differs.)
-        headers = curl().slist_append(headers, "Content-Type: application/octet-stream");
+        headers = c.slist_append(headers, "Content-Type: application/octet-stream");
     } else if (req.method != "GET") {
-        curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+        c.easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
     }
-    curl().easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    c.easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     const auto start = std::chrono::steady_clock::now();
-    const CURLcode code = curl().easy_perform(h);
-    curl().slist_free_all(headers);
+    const CURLcode code = c.easy_perform(h);
+    c.slist_free_all(headers);
     stats_->requests.fetch_add(1, std::memory_order_relaxed);
     stats_->record_latency(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     curl_off_t down = 0, up = 0;
-    curl().easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &down);
-    curl().easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up);
+    c.easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &down);
+    c.easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up);
     stats_->bytes_fetched.fetch_add(static_cast<uint64_t>(down), std::memory_order_relaxed);
     stats_->bytes_sent.fetch_add(static_cast<uint64_t>(up), std::memory_order_relaxed);
     if (t.overflow) {
@@ -175,14 +176,14 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
         return;
     }
     if (code != CURLE_OK) {
-        transport_error = curl().easy_strerror(code);
+        transport_error = c.easy_strerror(code);
         retryable = retryable_curl_error(code);
         return;
     }
-    curl().easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
+    c.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
     resp.etag = header_value(h, "ETag");
     curl_off_t length = -1;
-    curl().easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+    c.easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
     resp.content_length = length < 0 ? 0 : static_cast<uint64_t>(length);
     retryable = retryable_status(resp.status);
     if (retryable) transport_error = "HTTP " + std::to_string(resp.status);
