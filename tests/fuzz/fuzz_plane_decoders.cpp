@@ -86,10 +86,14 @@ WithScales take_scales(std::span<const uint8_t> payload, size_t count) {
 }
 
 void try_plane(ptwm::Codec c, std::span<const uint8_t> payload, size_t n, ptwm::TensorLayout layout) {
-    // The FP4 model decodes whole blocks, one scale each.
-    if (c == ptwm::Codec::fp4_model) n -= n % kFp4Block;
+    // The FP4 model decodes whole blocks, one scale each; fp4-tables too,
+    // of the size its first byte names (1: NVFP4's 8 bytes, else MXFP4's 16).
+    size_t block = 0;
+    if (c == ptwm::Codec::fp4_model) block = kFp4Block;
+    if (c == ptwm::Codec::fp4_tables) block = !payload.empty() && payload[0] == 1 ? kFp4Block / 2 : kFp4Block;
+    if (block) n -= n % block;
     if (n == 0) return;
-    const WithScales w = take_scales(payload, c == ptwm::Codec::fp4_model ? n / kFp4Block : 0);
+    const WithScales w = take_scales(payload, block ? n / block : 0);
     layout.scales = w.scales;
     std::vector<uint8_t> out(n);
     try {

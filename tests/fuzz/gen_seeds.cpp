@@ -249,6 +249,7 @@ int main(int argc, char** argv) {
         {"scale_model", ptwm::Codec::scale_model, 2, {16, 64}, scales(960), {}},
         {"f8_model", ptwm::Codec::f8_model, 3, {3, 3, 8, 16}, small_ints(1008, 12), {}},
         {"fp4_model", ptwm::Codec::fp4_model, 4, {40, 64}, random_bytes(960), fp4_scales},
+        {"fp4_tables", ptwm::Codec::fp4_tables, 4, {40, 64}, random_bytes(960), fp4_scales},
     };
     for (const auto& m : modelled) {
         ptwm::ChunkEntry e;
@@ -272,6 +273,8 @@ int main(int argc, char** argv) {
         {"fp4_mx_grouped", ptwm::Decomposition::fp4_mx_grouped, random_bytes(2048), scales(128), 3},
         {"fp4_nv_grouped", ptwm::Decomposition::fp4_nv_grouped, random_bytes(2048), small_ints(256, 12), 3},
         {"fp4_mx_modelled", ptwm::Decomposition::fp4_mx_modelled, random_bytes(960), fp4_scales, 9},
+        {"fp4_mx_tabled", ptwm::Decomposition::fp4_mx_tabled, random_bytes(2048), scales(128), 3},
+        {"fp4_nv_tabled", ptwm::Decomposition::fp4_nv_tabled, random_bytes(2048), small_ints(256, 12), 3},
     };
     for (const auto& g : grouped) {
         const std::vector<uint64_t> shape = {40, 64};

@@ -27,6 +27,8 @@ enum class Codec : uint8_t {
     f8_model = 7,     // context model for whole FP8 E4M3 bytes: needs the tensor's layout
     fp4_model = 8,    // context model for MXFP4 blocks (decomposition 12): needs layout and block scales
     f8_tables = 9,    // static context tables for whole FP8 E4M3 bytes (column classes in the payload)
+    fp4_tables = 10,  // MXFP4/NVFP4 blocks (decompositions 13, 14) under static tables picked by their
+                      // scales: needs the block scales
 };
 
 // Where a chunk's bytes sit in their tensor. The context models take their

@@ -28,6 +28,9 @@ enum class Decomposition : uint8_t {
     fp4_nv_grouped = 11,   // NVFP4 blocks of 8 bytes grouped by their E4M3 scale's exponent
     fp4_mx_modelled = 12,  // MXFP4 blocks of 16 bytes as they are, one plane for the FP4 context model
                            // (codec 8), which reads the blocks' scales as its context
+    fp4_mx_tabled = 13,    // MXFP4 blocks of 16 bytes as they are, one plane for fp4-tables (codec 10),
+                           // which codes each block under a table its scale picks
+    fp4_nv_tabled = 14,    // the same for NVFP4 blocks of 8 bytes
 };
 inline constexpr unsigned kMaxPlanes = 8;
 
@@ -37,6 +40,9 @@ std::string_view name(Decomposition d);
 // Whether the decomposition needs the chunk's block scales (fp4_groups.hpp);
 // plane_length, split and merge below are for the others.
 bool is_grouped(Decomposition d);
+// The one-plane decompositions that keep the blocks as they are for a codec
+// that reads their scales (12-14).
+bool keeps_blocks(Decomposition d);
 
 // Bytes per element the decomposition works on: chunk lengths are multiples of it.
 unsigned element_bytes(Decomposition d);

@@ -11,6 +11,7 @@
 
 #include "base/scratch.hpp"
 #include "codecs/f8_tables.hpp"
+#include "codecs/fp4_tables.hpp"
 #include "codecs/rans.hpp"
 #include "codecs/tensor_models.hpp"
 #include "ptwm/base/error.hpp"
@@ -81,7 +82,7 @@ bool all_equal(std::span<const uint8_t> plane) {
 
 }  // namespace
 
-bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::f8_tables); }
+bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::fp4_tables); }
 
 bool is_context_model(Codec c) {
     return c == Codec::scale_model || c == Codec::f8_model || c == Codec::fp4_model;
@@ -99,6 +100,7 @@ std::string_view name(Codec c) {
         case Codec::f8_model: return "f8-model";
         case Codec::fp4_model: return "fp4-model";
         case Codec::f8_tables: return "f8-tables";
+        case Codec::fp4_tables: return "fp4-tables";
     }
     return "unknown";
 }
@@ -165,6 +167,14 @@ std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zs
         case Codec::f8_model: return models::encode_f8(plane, layout);
         case Codec::fp4_model: return models::encode_fp4(plane, layout);
         case Codec::f8_tables: return f8tables::encode(plane, layout);
+        case Codec::fp4_tables: {
+            // MX blocks hold 16 bytes a scale, NV blocks 8.
+            if (layout.scales.empty() || plane.size() % layout.scales.size() != 0)
+                throw Error("fp4-tables needs one block scale per block");
+            const size_t bb = plane.size() / layout.scales.size();
+            if (bb != 8 && bb != 16) throw Error("fp4-tables codes blocks of 8 or 16 bytes");
+            return fp4tables::encode(plane, layout.scales, bb == 8 ? fp4tables::Kind::nv : fp4tables::Kind::mx);
+        }
     }
     throw Error("unknown codec " + std::to_string(static_cast<int>(c)));
 }
@@ -402,6 +412,7 @@ void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> 
         case Codec::f8_model: models::decode_f8(payload, out, layout); return;
         case Codec::fp4_model: models::decode_fp4(payload, out, layout); return;
         case Codec::f8_tables: f8tables::decode(payload, out); return;
+        case Codec::fp4_tables: fp4tables::decode(payload, out, layout.scales); return;
     }
     throw CorruptData("unknown codec id " + std::to_string(static_cast<int>(c)));
 }

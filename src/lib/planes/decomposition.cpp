@@ -100,10 +100,14 @@ void merge_sign_magnitude(const uint8_t* signs, const uint8_t* mags, size_t n, u
 
 }  // namespace
 
-bool is_known(Decomposition d) { return static_cast<uint8_t>(d) <= static_cast<uint8_t>(Decomposition::fp4_mx_modelled); }
+bool is_known(Decomposition d) { return static_cast<uint8_t>(d) <= static_cast<uint8_t>(Decomposition::fp4_nv_tabled); }
 
 bool is_grouped(Decomposition d) {
-    return d == Decomposition::fp4_mx_grouped || d == Decomposition::fp4_nv_grouped || d == Decomposition::fp4_mx_modelled;
+    return d == Decomposition::fp4_mx_grouped || d == Decomposition::fp4_nv_grouped || keeps_blocks(d);
+}
+
+bool keeps_blocks(Decomposition d) {
+    return d == Decomposition::fp4_mx_modelled || d == Decomposition::fp4_mx_tabled || d == Decomposition::fp4_nv_tabled;
 }
 
 std::string_view name(Decomposition d) {
@@ -121,6 +125,8 @@ std::string_view name(Decomposition d) {
         case Decomposition::fp4_mx_grouped: return "fp4-mx-scale-grouped";
         case Decomposition::fp4_nv_grouped: return "fp4-nv-scale-grouped";
         case Decomposition::fp4_mx_modelled: return "fp4-mx-modelled";
+        case Decomposition::fp4_mx_tabled: return "fp4-mx-tabled";
+        case Decomposition::fp4_nv_tabled: return "fp4-nv-tabled";
     }
     return "unknown";
 }
@@ -132,9 +138,11 @@ unsigned element_bytes(Decomposition d) {
         case Decomposition::split4:
         case Decomposition::f32_exponent: return 4;
         case Decomposition::split8:
-        case Decomposition::fp4_nv_grouped: return 8;
+        case Decomposition::fp4_nv_grouped:
+        case Decomposition::fp4_nv_tabled: return 8;
         case Decomposition::fp4_mx_grouped:
-        case Decomposition::fp4_mx_modelled: return 16;
+        case Decomposition::fp4_mx_modelled:
+        case Decomposition::fp4_mx_tabled: return 16;
         default: return 1;
     }
 }
@@ -142,7 +150,9 @@ unsigned element_bytes(Decomposition d) {
 unsigned plane_count(Decomposition d) {
     switch (d) {
         case Decomposition::stream:
-        case Decomposition::fp4_mx_modelled: return 1;
+        case Decomposition::fp4_mx_modelled:
+        case Decomposition::fp4_mx_tabled:
+        case Decomposition::fp4_nv_tabled: return 1;
         case Decomposition::f8e4m3_exponent:
         case Decomposition::f8e5m2_exponent:
         case Decomposition::nibble_split:
@@ -200,7 +210,9 @@ void split(Decomposition d, std::span<const uint8_t> in, std::span<uint8_t* cons
         case Decomposition::fp4_sign_magnitude: split_sign_magnitude(src, n, planes[0], planes[1]); return;
         case Decomposition::fp4_mx_grouped:
         case Decomposition::fp4_nv_grouped:
-        case Decomposition::fp4_mx_modelled: assert(!"grouped decompositions split in fp4_groups"); return;
+        case Decomposition::fp4_mx_modelled:
+        case Decomposition::fp4_mx_tabled:
+        case Decomposition::fp4_nv_tabled: assert(!"grouped decompositions split in fp4_groups"); return;
     }
 }
 
@@ -239,7 +251,9 @@ void merge(Decomposition d, std::span<const uint8_t* const> planes, std::span<ui
         case Decomposition::fp4_sign_magnitude: merge_sign_magnitude(planes[0], planes[1], n, dst); return;
         case Decomposition::fp4_mx_grouped:
         case Decomposition::fp4_nv_grouped:
-        case Decomposition::fp4_mx_modelled: assert(!"grouped decompositions merge in fp4_groups"); return;
+        case Decomposition::fp4_mx_modelled:
+        case Decomposition::fp4_mx_tabled:
+        case Decomposition::fp4_nv_tabled: assert(!"grouped decompositions merge in fp4_groups"); return;
     }
 }
 

@@ -12,7 +12,8 @@ namespace {
 // MX scales are E8M0 exponents already; of an NV scale (E4M3) the exponent
 // carries the magnitude that shapes the values' distribution.
 uint8_t scale_context(Decomposition d, uint8_t scale) {
-    return d == Decomposition::fp4_nv_grouped ? static_cast<uint8_t>((scale >> 3) & 0x0F) : scale;
+    const bool nv = d == Decomposition::fp4_nv_grouped || d == Decomposition::fp4_nv_tabled;
+    return nv ? static_cast<uint8_t>((scale >> 3) & 0x0F) : scale;
 }
 
 unsigned group_of(Decomposition d, uint8_t scale, uint8_t base) {
@@ -75,7 +76,7 @@ uint8_t group_base(Decomposition d, std::span<const uint8_t> scales) {
 
 std::array<size_t, kMaxPlanes> group_plane_lengths(Decomposition d, std::span<const uint8_t> scales, uint8_t base) {
     std::array<size_t, kMaxPlanes> len{};
-    if (d == Decomposition::fp4_mx_modelled) {  // the blocks as they are
+    if (keeps_blocks(d)) {  // the blocks as they are
         len[0] = scales.size() * block_bytes(d);
         return len;
     }
@@ -105,7 +106,7 @@ void add_group_byte_histograms(Decomposition d, std::span<const uint8_t> in, std
 void split_grouped(Decomposition d, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
                    std::span<uint8_t* const> planes) {
     const unsigned bb = block_bytes(d);
-    if (d == Decomposition::fp4_mx_modelled) {
+    if (keeps_blocks(d)) {
         std::copy(in.begin(), in.begin() + static_cast<long>(scales.size() * bb), planes[0]);
         return;
     }
@@ -125,7 +126,7 @@ void split_grouped(Decomposition d, std::span<const uint8_t> in, std::span<const
 void merge_grouped(Decomposition d, std::span<const uint8_t* const> planes, std::span<const uint8_t> scales, uint8_t base,
                    std::span<uint8_t> out) {
     const unsigned bb = block_bytes(d);
-    if (d == Decomposition::fp4_mx_modelled) {
+    if (keeps_blocks(d)) {
         std::copy(planes[0], planes[0] + scales.size() * bb, out.begin());
         return;
     }

@@ -85,9 +85,11 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
     out.payload.reserve(bytes.size() + 64 * l.count);
     EncodeOptions plane_opt = opt;
     for (unsigned p = 0; p < l.count; ++p) {
-        // The modelled FP4 decomposition exists for its one codec.
+        // The decompositions that keep the blocks exist for their one codec.
         auto coded = d == Decomposition::fp4_mx_modelled
                          ? EncodedPlane{Codec::fp4_model, encode_with(Codec::fp4_model, bytes, 0, with_scales)}
+                     : keeps_blocks(d)
+                         ? EncodedPlane{Codec::fp4_tables, encode_with(Codec::fp4_tables, bytes, 0, with_scales)}
                          : encode_plane({planes[p], l.length[p]}, plane_opt, d == Decomposition::stream ? &where : nullptr);
         // A chunk's FP4 group planes hold the same kind of values (nibbles
         // of blocks alike but for their scale): where the first had no use
@@ -106,7 +108,8 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
         if (whole.payload.size() < out.payload.size()) return whole;
     }
     // Likewise MXFP4 blocks against the FP4 context model.
-    if (d == Decomposition::fp4_mx_grouped && opt.level >= kContextModelLevel && bytes.size() <= kMaxModelledChunkBytes) {
+    if ((d == Decomposition::fp4_mx_grouped || d == Decomposition::fp4_mx_tabled) && opt.level >= kContextModelLevel &&
+        bytes.size() <= kMaxModelledChunkBytes) {
         EncodedChunk modelled = encode_chunk(bytes, Decomposition::fp4_mx_modelled, opt, scales, where);
         if (modelled.payload.size() < out.payload.size()) return modelled;
     }

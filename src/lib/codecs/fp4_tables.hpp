@@ -1,0 +1,42 @@
+// Codec 10, fp4-tables: MXFP4 / NVFP4 blocks as they are, each block's
+// nibbles coded under a static table chosen by the block's scale.
+//
+// A block's scale shapes its values' distribution (a block with a large
+// scale holds an outlier, so its other values sit low), so the values code
+// below their order-0 entropy under a model per scale group. The grouped
+// decompositions (10, 11) got there by dealing the blocks into one plane per
+// group and coding each plane on its own: every plane paid for its own rANS
+// states and table in htscodecs' form -- 40 bytes on a 4-state plane, 130
+// on a 32-state one, which on the corpus's FP4 files was as much as the
+// groups saved. Here one stream of 4 interleaved states carries all of a
+// chunk's groups, switching tables block by block, and a table of 16
+// nibbles costs some 8 bytes (static_rans.hpp's compact form). There is no
+// split or merge: the decoder writes the packed bytes directly.
+//
+// The grouping is searched per chunk and recorded: a block's group is its
+// scale context (the E8M0 scale of MX, the exponent of NV's E4M3 scale)
+// minus a base, clamped to [0, groups - 1]; the encoder picks the base,
+// the group count and the table precision that make the chunk smallest.
+// Format: man/ptwmfs-store.5.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ptwm::fp4tables {
+
+enum class Kind : uint8_t {
+    mx = 0,  // 16-byte blocks (32 values), the context is the E8M0 scale byte
+    nv = 1,  // 8-byte blocks (16 values), the context is the E4M3 scale's exponent
+};
+
+unsigned block_bytes(Kind k);
+
+// `blocks` holds scales.size() blocks of block_bytes(kind).
+std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uint8_t> scales, Kind kind);
+// Throws CorruptData when the payload is malformed, does not fit
+// out.size() and the scales, or does not decode to exactly out.size() bytes.
+void decode(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<const uint8_t> scales);
+
+}  // namespace ptwm::fp4tables

@@ -1,0 +1,141 @@
+// fp4-tables (codec 10, decompositions 13 and 14): MXFP4 / NVFP4 blocks as
+// one stream under tables picked by their scales. Every byte comes back,
+// values whose spread follows their scale code below their order-0 bound,
+// and damaged payloads or mismatched scales are errors, not wrong bytes.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "codecs/fp4_tables.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/codecs/codec.hpp"
+#include "ptwm/store/chunk_codec.hpp"
+
+namespace ptwm {
+namespace {
+
+struct Blocks {
+    std::vector<uint8_t> blocks, scales;
+};
+
+// Per block a scale and E2M1 nibbles whose spread depends on it, as in
+// quantised weights: MX scales are E8M0 bytes, NV scales E4M3 bytes whose
+// exponent (bits 3-6) carries the magnitude.
+Blocks make_blocks(fp4tables::Kind kind, size_t nblocks, uint32_t seed) {
+    std::mt19937 rng(seed);
+    Blocks m;
+    const unsigned bb = fp4tables::block_bytes(kind);
+    for (size_t b = 0; b < nblocks; ++b) {
+        const unsigned level = rng() % 5;
+        m.scales.push_back(kind == fp4tables::Kind::mx ? static_cast<uint8_t>(118 + level)
+                                                        : static_cast<uint8_t>((6 + level) << 3 | (rng() & 7)));
+        for (unsigned k = 0; k < bb; ++k) {
+            auto nibble = [&] {
+                const double spread = 2.5 - 0.5 * level;
+                const unsigned mag = std::min(7u, static_cast<unsigned>(std::abs(std::normal_distribution<double>(0, spread)(rng))));
+                return static_cast<uint8_t>(mag | ((rng() & 1) << 3));
+            };
+            m.blocks.push_back(static_cast<uint8_t>(nibble() | (nibble() << 4)));
+        }
+    }
+    return m;
+}
+
+constexpr fp4tables::Kind kKinds[] = {fp4tables::Kind::mx, fp4tables::Kind::nv};
+
+TEST(Fp4Tables, RoundTripsAnyBlockCount) {
+    for (auto kind : kKinds)
+        for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{333}, size_t{20000}}) {
+            const Blocks m = make_blocks(kind, n, static_cast<uint32_t>(n + 1));
+            const auto payload = fp4tables::encode(m.blocks, m.scales, kind);
+            std::vector<uint8_t> out(m.blocks.size(), 0xAA);
+            fp4tables::decode(payload, out, m.scales);
+            EXPECT_EQ(out, m.blocks) << n << " blocks, kind " << static_cast<int>(kind);
+        }
+}
+
+TEST(Fp4Tables, RoundTripsEveryByteValueAndOneScale) {
+    // Blocks holding every byte value, all under one scale: one group.
+    for (auto kind : kKinds) {
+        const unsigned bb = fp4tables::block_bytes(kind);
+        std::vector<uint8_t> blocks(256 * 4);
+        for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<uint8_t>(i * 7);
+        const std::vector<uint8_t> scales(blocks.size() / bb, 0x7F);
+        const auto payload = fp4tables::encode(blocks, scales, kind);
+        std::vector<uint8_t> out(blocks.size());
+        fp4tables::decode(payload, out, scales);
+        EXPECT_EQ(out, blocks);
+    }
+}
+
+TEST(Fp4Tables, CodesBelowTheOrderZeroBoundOfItsPlane) {
+    // What the codec is for: values whose spread follows their scale code
+    // below the order-0 entropy of the blocks' bytes, tables and states
+    // included (the grouped planes' htscodecs overhead did not allow that
+    // on small tensors).
+    for (auto kind : kKinds) {
+        const Blocks m = make_blocks(kind, 600, 9);
+        const auto payload = fp4tables::encode(m.blocks, m.scales, kind);
+        const double bound = order0_bits(std::span<const uint8_t>(m.blocks)) / 8;
+        EXPECT_LT(static_cast<double>(payload.size()), bound) << static_cast<int>(kind);
+    }
+}
+
+TEST(Fp4Tables, ChunksOfDecompositions13And14RoundTripThroughTheChunkCodec) {
+    for (auto [d, kind] : {std::pair{Decomposition::fp4_mx_tabled, fp4tables::Kind::mx},
+                           std::pair{Decomposition::fp4_nv_tabled, fp4tables::Kind::nv}}) {
+        const Blocks m = make_blocks(kind, 333, 4);
+        const auto c = encode_chunk(m.blocks, d, {}, m.scales);
+        ASSERT_EQ(c.entry.plane_count, 1u);
+        EXPECT_EQ(c.entry.codec[0], Codec::fp4_tables);
+        std::vector<uint8_t> out(m.blocks.size());
+        decode_chunk_payload(c.entry, c.payload, out, m.scales);
+        EXPECT_EQ(out, m.blocks) << name(d);
+        // Other scales pick other tables: an error, never other bytes.
+        auto wrong = m.scales;
+        for (auto& s : wrong) s = static_cast<uint8_t>(s ^ 0x08);
+        EXPECT_THROW(decode_chunk_payload(c.entry, c.payload, out, wrong), CorruptData) << name(d);
+        EXPECT_THROW(decode_chunk_payload(c.entry, c.payload, out, std::span(m.scales).first(332)), CorruptData);
+    }
+}
+
+void expect_corrupt(std::span<const uint8_t> payload, std::span<const uint8_t> scales, size_t n, const char* what) {
+    std::vector<uint8_t> out(n);
+    try {
+        fp4tables::decode(payload, out, scales);
+        ADD_FAILURE() << what << ": decoded without error";
+    } catch (const CorruptData& e) {
+        EXPECT_NE(std::string(e.what()).find("fp4-tables"), std::string::npos) << what << ": " << e.what();
+    }
+}
+
+TEST(Fp4Tables, DamagedPayloadsAreErrorsThatNameTheCodec) {
+    const Blocks m = make_blocks(fp4tables::Kind::mx, 100, 5);
+    const auto good = fp4tables::encode(m.blocks, m.scales, fp4tables::Kind::mx);
+    const size_t n = m.blocks.size();
+    expect_corrupt(std::span(good).first(3), m.scales, n, "header cut");
+    auto bad = good;
+    bad[0] = 2;
+    expect_corrupt(bad, m.scales, n, "unknown kind");
+    bad = good;
+    bad[2] = 0;
+    expect_corrupt(bad, m.scales, n, "no groups");
+    bad[2] = 17;
+    expect_corrupt(bad, m.scales, n, "17 groups");
+    bad = good;
+    bad[3] = 13;
+    expect_corrupt(bad, m.scales, n, "precision 13");
+    expect_corrupt(std::span(good).first(good.size() - 1), m.scales, n, "stream cut");
+    expect_corrupt(good, std::span(m.scales).first(99), n, "a scale short");
+    // A flipped bit in the stream: the states do not come back to their start.
+    for (size_t at : {good.size() / 2, good.size() - 1}) {
+        bad = good;
+        bad[at] ^= 0x10;
+        expect_corrupt(bad, m.scales, n, "flipped bit");
+    }
+    // Every truncation is an error, never a crash (ASan runs this too).
+    for (size_t len = 0; len < good.size(); len += 7) expect_corrupt(std::span(good).first(len), m.scales, n, "cut");
+}
+
+}  // namespace
+}  // namespace ptwm
