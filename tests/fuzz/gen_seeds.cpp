@@ -275,6 +275,9 @@ int main(int argc, char** argv) {
         {"fp4_mx_modelled", ptwm::Decomposition::fp4_mx_modelled, random_bytes(960), fp4_scales, 9},
         {"fp4_mx_tabled", ptwm::Decomposition::fp4_mx_tabled, random_bytes(2048), scales(128), 3},
         {"fp4_nv_tabled", ptwm::Decomposition::fp4_nv_tabled, random_bytes(2048), small_ints(256, 12), 3},
+        // From 4 KiB: the wide layout (32 states holding the last values).
+        {"fp4_mx_tabled_wide", ptwm::Decomposition::fp4_mx_tabled, random_bytes(4096), scales(256), 3},
+        {"fp4_nv_tabled_wide", ptwm::Decomposition::fp4_nv_tabled, random_bytes(4096), small_ints(512, 12), 3},
     };
     for (const auto& g : grouped) {
         const std::vector<uint64_t> shape = {40, 64};

@@ -54,6 +54,30 @@ TEST(Fp4Tables, RoundTripsAnyBlockCount) {
         }
 }
 
+// From 4 KiB of blocks the stream has 32 states that start from the last
+// 224 values; an AVX-512 decoder steps them 32 values at a time and other
+// CPUs one by one. Both must give every byte back, whole rounds or not.
+TEST(Fp4Tables, WideLayoutRoundTripsWithAndWithoutSimd) {
+    for (auto kind : kKinds)
+        for (size_t n : {size_t{257}, size_t{513}, size_t{1001}, size_t{4099}}) {
+            const Blocks m = make_blocks(kind, n, static_cast<uint32_t>(n));
+            if (m.blocks.size() < 4096) continue;
+            const auto payload = fp4tables::encode(m.blocks, m.scales, kind);
+            ASSERT_EQ(payload[0] & 2, 2) << "the wide layout from 4 KiB";
+            for (bool simd : {true, false}) {
+                fp4tables::allow_simd(simd);
+                std::vector<uint8_t> out(m.blocks.size(), 0x55);
+                fp4tables::decode(payload, out, m.scales);
+                EXPECT_EQ(out, m.blocks) << n << " blocks, kind " << static_cast<int>(kind) << ", simd " << simd;
+                auto bad = payload;
+                bad[bad.size() / 2] ^= 0x04;
+                EXPECT_THROW(fp4tables::decode(bad, out, m.scales), CorruptData) << "simd " << simd;
+                EXPECT_THROW(fp4tables::decode(std::span(payload).first(payload.size() - 2), out, m.scales), CorruptData);
+            }
+            fp4tables::allow_simd(true);
+        }
+}
+
 TEST(Fp4Tables, RoundTripsEveryByteValueAndOneScale) {
     // Blocks holding every byte value, all under one scale: one group.
     for (auto kind : kKinds) {

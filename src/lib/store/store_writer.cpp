@@ -28,18 +28,12 @@ constexpr size_t kChunksPerThread = 4;
 constexpr Decomposition kFp4Chains[] = {Decomposition::stream, Decomposition::nibble_split,
                                         Decomposition::fp4_sign_magnitude};
 
-// FP4 tensors up to this size code their blocks as one fp4-tables stream
-// (decompositions 13, 14) instead of one rANS plane per scale group: every
-// group plane paid htscodecs' states and table (some 40 bytes a 4-state
-// plane, 130 a 32-state one), which on the corpus's FP4 files (tensors of
-// 1-110 KiB) cost as much as the grouping saved; one stream with compact
-// tables is 0.3-0.9% smaller a file. Its 4 scalar states decode some 270 MB/s
-// of blocks, where group planes from 11200 bytes have htscodecs' 32-state
-// SIMD kernels: those files decode a third slower (esrgan MXFP4 288 -> 192
-// MB/s). Large tensors, where a plane's overhead is a few parts in 10^4, keep
-// their group planes and their speed. Decided per tensor, so that a tensor's
-// chunks share one layout of planes.
-constexpr uint64_t kFp4TablesMaxTensor = 1u << 20;
+// FP4 tensors code their blocks as one fp4-tables stream (decompositions
+// 13, 14), not as one rANS plane per scale group (10, 11, which stores of
+// earlier writers hold): every group plane paid htscodecs' states and table
+// (some 40 bytes a 4-state plane, 130 a 32-state one), which on the corpus's
+// FP4 files (tensors of 1-110 KiB) cost as much as the grouping saved, and
+// the stream decodes faster than the planes and their merge.
 
 Decomposition tabled(Decomposition grouped) {
     if (grouped == Decomposition::fp4_mx_grouped) return Decomposition::fp4_mx_tabled;
@@ -79,7 +73,7 @@ std::vector<PlannedChunk> plan_chunks(const SafetensorsHeader& h, uint32_t chunk
             read(info.begin, sample);
             d = choose_decomposition(candidates, sample, scales);
         }
-        if (info.size() <= kFp4TablesMaxTensor) d = tabled(d);
+        d = tabled(d);
         const uint32_t unit = element_bytes(d);
         const uint32_t step = std::max(unit, chunk_bytes - chunk_bytes % unit);
         for (uint64_t at = info.begin; at < info.end; at += step) {
