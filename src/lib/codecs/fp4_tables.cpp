@@ -262,6 +262,66 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
     d.p = p;
     return i;
 }
+
+// The wide layout's encoder, 16 states under one table of 16 symbols: the
+// symbols' coding fields are in-register permutes of that table (no
+// gathers), and the words of the states that renormalise are stored
+// compressed, in lane order, below the cursor. `t`: the table's fields,
+// 16 lanes each of x_max, rcp_freq, bias, cmpl_freq | rcp_shift << 16.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void encode_step_avx512(
+    __m512i& xv, const uint32_t* t, __m512i v, uint16_t*& q) {
+    const __m512i x_max = _mm512_permutexvar_epi32(v, _mm512_loadu_si512(t));
+    const __m512i rcp = _mm512_permutexvar_epi32(v, _mm512_loadu_si512(t + 16));
+    const __m512i bias = _mm512_permutexvar_epi32(v, _mm512_loadu_si512(t + 32));
+    const __m512i cs = _mm512_permutexvar_epi32(v, _mm512_loadu_si512(t + 48));
+    const __mmask16 m = _mm512_cmpge_epu32_mask(xv, x_max);
+    const unsigned n = static_cast<unsigned>(__builtin_popcount(m));
+    q -= n;
+    _mm256_mask_storeu_epi16(q, static_cast<__mmask16>((1u << n) - 1),
+                             _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(m, xv)));
+    xv = _mm512_mask_srli_epi32(xv, m, xv, 16);
+    // The high half of x * rcp, even and odd lanes apart.
+    const __m512i even = _mm512_mul_epu32(xv, rcp);
+    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(xv, 32), _mm512_srli_epi64(rcp, 32));
+    const __m512i high = _mm512_or_si512(_mm512_srli_epi64(even, 32),
+                                         _mm512_and_si512(odd, _mm512_set1_epi64(static_cast<long long>(0xFFFFFFFF00000000ull))));
+    const __m512i quot = _mm512_srlv_epi32(high, _mm512_srli_epi32(cs, 16));
+    xv = _mm512_add_epi32(_mm512_add_epi32(xv, bias), _mm512_mullo_epi32(quot, _mm512_and_si512(cs, _mm512_set1_epi32(0xFFFF))));
+}
+
+// Values 2j, 2j + 1 of 8 bytes: byte j twice, then its low and high nibble.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i values_avx512(const uint8_t* bytes) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes));
+    const __m512i nibble = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);
+    return _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b)), nibble), _mm512_set1_epi32(0xF));
+}
+
+// The wide layout's whole rounds of 32 values, back to front from round
+// `rounds` - 1: the same words as put_word value by value.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) uint16_t* encode_wide_avx512(
+    const std::vector<srans::EncodeSymbol>& sym, const std::array<uint8_t, 256>& group, const uint8_t* scales,
+    const uint8_t* blocks, bool nv, size_t rounds, std::array<uint32_t, kWideLanes>& x, uint16_t* q) {
+    const size_t groups = sym.size() / kAlphabet;
+    std::vector<uint32_t> soa(groups * 4 * kAlphabet);
+    for (size_t g = 0; g < groups; ++g)
+        for (unsigned v = 0; v < kAlphabet; ++v) {
+            const srans::EncodeSymbol& e = sym[g * kAlphabet + v];
+            uint32_t* t = soa.data() + g * 4 * kAlphabet;
+            t[v] = e.x_max, t[16 + v] = e.rcp_freq, t[32 + v] = e.bias;
+            t[48 + v] = uint32_t{e.cmpl_freq} | uint32_t{e.rcp_shift} << 16;
+        }
+    __m512i x0 = _mm512_loadu_si512(x.data()), x1 = _mm512_loadu_si512(x.data() + 16);
+    for (size_t r = rounds; r-- > 0;) {
+        const uint8_t* bytes = blocks + 16 * r;
+        const unsigned g0 = group[scales[nv ? 2 * r : r]];
+        const unsigned g1 = nv ? group[scales[2 * r + 1]] : g0;
+        encode_step_avx512(x1, soa.data() + g1 * 4 * kAlphabet, values_avx512(bytes + 8), q);
+        encode_step_avx512(x0, soa.data() + g0 * 4 * kAlphabet, values_avx512(bytes), q);
+    }
+    _mm512_storeu_si512(x.data(), x0);
+    _mm512_storeu_si512(x.data() + 16, x1);
+    return q;
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -380,6 +440,14 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
         const unsigned per_block = 2 * bb;
         uint16_t* q = reinterpret_cast<uint16_t*>(p);
         size_t i = coded;
+        for (; i % kWideLanes; --i)
+            put_word(x[(i - 1) % kWideLanes], q, sy[group[scales[(i - 1) / per_block]] * kAlphabet + value_at(blocks.data(), i - 1)]);
+#ifdef PTWM_FP4_WIDE_AVX512
+        if (has_avx512()) {
+            q = encode_wide_avx512(sym, group, scales.data(), blocks.data(), kind == Kind::nv, i / kWideLanes, x, q);
+            i = 0;
+        }
+#endif
         for (; i % per_block; --i)
             put_word(x[(i - 1) % kWideLanes], q, sy[group[scales[(i - 1) / per_block]] * kAlphabet + value_at(blocks.data(), i - 1)]);
         for (size_t b = i / per_block; b-- > 0;) {

@@ -38,8 +38,9 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
 // Throws CorruptData when the payload is malformed, does not fit
 // out.size() and the scales, or does not decode to exactly out.size() bytes.
 void decode(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<const uint8_t> scales);
-// Tests: decode the wide layout without SIMD where the CPU has it, so the
-// value-by-value path other CPUs take is covered too (default: allowed).
+// Tests: code and decode the wide layout without SIMD where the CPU has it,
+// so the value-by-value paths other CPUs take are covered too (default:
+// allowed).
 void allow_simd(bool allowed);
 
 }  // namespace ptwm::fp4tables
