@@ -15,6 +15,7 @@ struct MicroscalingFigures {
     size_t pairs = 0;  // FP4 tensors with their scale tensor
     double scale_bytes = 0, scale_stored = 0, scale_bound = 0, scale_zstd19 = 0;
     double fp4_bytes = 0, fp4_stored = 0, fp4_bound = 0;
+    double fp4_group_bound = 0;  // the values in one plane per scale group (decompositions 10, 11)
 };
 
 // Decodes the store (checksums checked) and measures; pairs == 0 when it
@@ -26,6 +27,7 @@ MicroscalingFigures measure_microscaling(const ptwm::StoreReader& store);
 //   LABEL: N FP4 tensors with block scales
 //     block scales  B bytes: ours R, order-0 bound R, zstd -19 per tensor R  [ok|ABOVE]
 //     FP4 values    B bytes: ours R, order-0 bound R                         [ok|ABOVE]
+//       (one plane per scale group, as stores before fp4-tables: order-0 bound R)
 void print_microscaling_report(const MicroscalingFigures& f, const std::string& label, std::FILE* out = stdout);
 
 }  // namespace bench

@@ -80,7 +80,8 @@ nlohmann::json to_json(const FileResult& r, const Options& opt) {
                              {"block_scales_zstd19_ratio", r.micro.scale_zstd19 / r.micro.scale_bytes},
                              {"fp4_value_bytes", r.micro.fp4_bytes},
                              {"fp4_values_ratio", r.micro.fp4_stored / r.micro.fp4_bytes},
-                             {"fp4_values_bound_ratio", r.micro.fp4_bound / r.micro.fp4_bytes}};
+                             {"fp4_values_bound_ratio", r.micro.fp4_bound / r.micro.fp4_bytes},
+                             {"fp4_values_group_planes_bound_ratio", r.micro.fp4_group_bound / r.micro.fp4_bytes}};
     if (opt.cli)
         j["cli_mbps"] = {{"pack_j1", num(r.cli_pack1.mbps(r.size))},   {"pack_jN", num(r.cli_packN.mbps(r.size))},
                          {"unpack_j1", num(r.cli_unpack1.mbps(r.size))}, {"unpack_jN", num(r.cli_unpackN.mbps(r.size))},
