@@ -179,19 +179,6 @@ void decode_blocks(std::span<const uint8_t> scales, const std::array<uint8_t, 25
     d.p = p;
 }
 
-// srans::put with the words stored through a uint16_t cursor: with 32
-// states in memory, a byte store (srans::put's) may alias any of them, and
-// the compiler reloaded states after every word; a uint16_t store cannot
-// alias a uint32_t. (The encode buffer's end is even, and so every word.)
-[[gnu::always_inline]] inline void put_word(uint32_t& x, uint16_t*& q, const srans::EncodeSymbol& e) {
-    const uint32_t out = x >= e.x_max;  // one word at most, as in srans::put
-    q[-1] = static_cast<uint16_t>(x);
-    q -= out;
-    x >>= out << 4;
-    const uint32_t quot = static_cast<uint32_t>((uint64_t{x} * e.rcp_freq) >> 32) >> e.rcp_shift;
-    x = x + e.bias + quot * uint32_t{e.cmpl_freq};
-}
-
 // Value i of packed blocks: the low nibble of byte i / 2 first.
 inline unsigned value_at(const uint8_t* blocks, size_t i) { return blocks[i >> 1] >> (4 * (i & 1)) & 15; }
 
@@ -441,7 +428,7 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
         uint16_t* q = reinterpret_cast<uint16_t*>(p);
         size_t i = coded;
         for (; i % kWideLanes; --i)
-            put_word(x[(i - 1) % kWideLanes], q, sy[group[scales[(i - 1) / per_block]] * kAlphabet + value_at(blocks.data(), i - 1)]);
+            srans::put_word(x[(i - 1) % kWideLanes], q, sy[group[scales[(i - 1) / per_block]] * kAlphabet + value_at(blocks.data(), i - 1)]);
 #ifdef PTWM_FP4_WIDE_AVX512
         if (has_avx512()) {
             q = encode_wide_avx512(sym, group, scales.data(), blocks.data(), kind == Kind::nv, i / kWideLanes, x, q);
@@ -449,14 +436,14 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
         }
 #endif
         for (; i % per_block; --i)
-            put_word(x[(i - 1) % kWideLanes], q, sy[group[scales[(i - 1) / per_block]] * kAlphabet + value_at(blocks.data(), i - 1)]);
+            srans::put_word(x[(i - 1) % kWideLanes], q, sy[group[scales[(i - 1) / per_block]] * kAlphabet + value_at(blocks.data(), i - 1)]);
         for (size_t b = i / per_block; b-- > 0;) {
             const srans::EncodeSymbol* t = sy + group[scales[b]] * kAlphabet;
             uint32_t* lane = x.data() + (b * per_block) % kWideLanes;
             const uint8_t* v = blocks.data() + b * bb;
             for (unsigned k = bb; k-- > 0;) {
-                put_word(lane[2 * k + 1], q, t[v[k] >> 4]);
-                put_word(lane[2 * k], q, t[v[k] & 15]);
+                srans::put_word(lane[2 * k + 1], q, t[v[k] >> 4]);
+                srans::put_word(lane[2 * k], q, t[v[k] & 15]);
             }
         }
         buf.cursor() = reinterpret_cast<uint8_t*>(q);

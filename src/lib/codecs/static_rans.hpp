@@ -357,6 +357,19 @@ private:
     x = x + e.bias + q * uint32_t{e.cmpl_freq};
 }
 
+// put with the words stored through a uint16_t cursor, for coders whose
+// states live in memory (fp4-tables' 32): a byte store may alias any state,
+// where a uint16_t store cannot alias a uint32_t. EncodeBuffer's end is
+// even, and so is every word's address.
+[[gnu::always_inline]] inline void put_word(uint32_t& x, uint16_t*& q, const EncodeSymbol& e) {
+    const uint32_t out = x >= e.x_max;  // one word at most, as in put
+    q[-1] = static_cast<uint16_t>(x);
+    q -= out;
+    x >>= out << 4;
+    const uint32_t quot = static_cast<uint32_t>((uint64_t{x} * e.rcp_freq) >> 32) >> e.rcp_shift;
+    x = x + e.bias + quot * uint32_t{e.cmpl_freq};
+}
+
 // A table as the decoder uses it: the symbol of every slot.
 struct DecodeTable {
     std::vector<uint8_t> symbol;  // 2^prec entries; empty when the table is unused
