@@ -549,7 +549,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
     srans::DecodeState<kWideLanes>& d, uint8_t* out, size_t n) {
     __m512i x0 = _mm512_loadu_si512(d.x.data()), x1 = _mm512_loadu_si512(d.x.data() + 16);
     const __m512i mask = _mm512_set1_epi32(static_cast<int>((1u << prec) - 1));
-    const __m512i low = _mm512_set1_epi32(static_cast<int>(srans::kLow));
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF), lo7 = _mm512_set1_epi32(0x7F);
     const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
     const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
@@ -569,16 +568,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
         const __m512i y0 = _mm512_i32gather_epi32(i0, symbol, 1), y1 = _mm512_i32gather_epi32(i1, symbol, 1);
         x0 = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(e0, lo16), _mm512_srl_epi32(x0, sh)), _mm512_srli_epi32(e0, 16));
         x1 = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(e1, lo16), _mm512_srl_epi32(x1, sh)), _mm512_srli_epi32(e1, 16));
-        // Renormalise in lane order: the states below 2^15 take the next
-        // words, one each, expanded into their lanes.
-        const __mmask16 m0 = _mm512_cmplt_epu32_mask(x0, low);
-        const __m512i w0 = _mm512_maskz_expand_epi32(m0, _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-        x0 = _mm512_mask_or_epi32(x0, m0, _mm512_slli_epi32(x0, 16), w0);
-        p += 2 * __builtin_popcount(m0);
-        const __mmask16 m1 = _mm512_cmplt_epu32_mask(x1, low);
-        const __m512i w1 = _mm512_maskz_expand_epi32(m1, _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-        x1 = _mm512_mask_or_epi32(x1, m1, _mm512_slli_epi32(x1, 16), w1);
-        p += 2 * __builtin_popcount(m1);
+        x0 = srans::renormalize16_avx512(x0, p);
+        x1 = srans::renormalize16_avx512(x1, p);
         const __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(_mm512_and_si512(y0, lo7))),
                                                       _mm512_cvtepi32_epi8(_mm512_and_si512(y1, lo7)), 1);
         uint32_t sg;

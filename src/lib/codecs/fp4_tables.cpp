@@ -211,7 +211,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
     srans::DecodeState<kWideLanes>& d, uint8_t* out, size_t coded) {
     __m512i x0 = _mm512_loadu_si512(d.x.data()), x1 = _mm512_loadu_si512(d.x.data() + 16);
     const __m512i mask = _mm512_set1_epi32(static_cast<int>((1u << prec) - 1));
-    const __m512i low = _mm512_set1_epi32(static_cast<int>(srans::kLow));
     const __m512i f12 = _mm512_set1_epi32(0xFFF), f4 = _mm512_set1_epi32(0xF);
     const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
     const uint8_t* p = d.p;
@@ -227,16 +226,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
                               _mm512_and_si512(_mm512_srli_epi32(e0, 4), f12));
         x1 = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_srli_epi32(e1, 16), _mm512_srl_epi32(x1, sh)),
                               _mm512_and_si512(_mm512_srli_epi32(e1, 4), f12));
-        // Renormalise in lane order: the states below 2^15 take the next
-        // words, one each, expanded into their lanes.
-        const __mmask16 m0 = _mm512_cmplt_epu32_mask(x0, low);
-        const __m512i w0 = _mm512_maskz_expand_epi32(m0, _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-        x0 = _mm512_mask_or_epi32(x0, m0, _mm512_slli_epi32(x0, 16), w0);
-        p += 2 * __builtin_popcount(m0);
-        const __mmask16 m1 = _mm512_cmplt_epu32_mask(x1, low);
-        const __m512i w1 = _mm512_maskz_expand_epi32(m1, _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-        x1 = _mm512_mask_or_epi32(x1, m1, _mm512_slli_epi32(x1, 16), w1);
-        p += 2 * __builtin_popcount(m1);
+        x0 = srans::renormalize16_avx512(x0, p);
+        x1 = srans::renormalize16_avx512(x1, p);
         // Values 2j, 2j + 1 sit in the two halves of a 64-bit lane: the
         // byte is the low one | the high one << 4.
         const __m512i v0 = _mm512_and_si512(e0, f4), v1 = _mm512_and_si512(e1, f4);

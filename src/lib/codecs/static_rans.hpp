@@ -39,6 +39,10 @@
 
 #include "ptwm/base/error.hpp"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace ptwm::srans {
 
 inline constexpr unsigned kMinPrec = 10, kMaxPrec = 15;
@@ -438,5 +442,18 @@ struct DecodeState {
     p += in << 1;
     return s;
 }
+
+#if defined(__x86_64__)
+// The AVX-512 decoders' renormalisation of 16 states, in lane order: the
+// states below 2^15 take the next words, one each, expanded into their
+// lanes. The caller knows 32 bytes remain at p.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i renormalize16_avx512(__m512i x,
+                                                                                                   const uint8_t*& p) {
+    const __mmask16 m = _mm512_cmplt_epu32_mask(x, _mm512_set1_epi32(static_cast<int>(kLow)));
+    const __m512i w = _mm512_maskz_expand_epi32(m, _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+    p += 2 * __builtin_popcount(m);
+    return _mm512_mask_or_epi32(x, m, _mm512_slli_epi32(x, 16), w);
+}
+#endif
 
 }  // namespace ptwm::srans
