@@ -15,6 +15,11 @@
 
 namespace ptwm {
 
+// The part of a block's scale that shapes its values' distribution: MX
+// scales are E8M0 exponents already; of an NV scale (E4M3), its exponent.
+// Part of the store format (decompositions 10, 11; codec 10).
+inline uint8_t scale_context(bool nv, uint8_t scale) { return nv ? static_cast<uint8_t>((scale >> 3) & 0x0F) : scale; }
+
 // Bytes of packed values per scale: 16 for MXFP4 (32 values), 8 for NVFP4 (16).
 unsigned block_bytes(Decomposition grouped);
 

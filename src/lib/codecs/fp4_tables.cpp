@@ -15,6 +15,7 @@
 
 #include "codecs/static_rans.hpp"
 #include "ptwm/base/error.hpp"
+#include "ptwm/planes/fp4_groups.hpp"
 
 namespace ptwm::fp4tables {
 namespace {
@@ -50,7 +51,7 @@ constexpr double kTableBitsGuess = 64;
 
 using Counts = std::array<uint64_t, kAlphabet>;
 
-uint8_t context(Kind k, uint8_t scale) { return k == Kind::nv ? static_cast<uint8_t>((scale >> 3) & 0x0F) : scale; }
+uint8_t context(Kind k, uint8_t scale) { return scale_context(k == Kind::nv, scale); }
 
 struct Grouping {
     uint8_t base = 0;
@@ -417,17 +418,18 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
         // blocks from 4 KiB on, any tail value by value.
         const unsigned per_block = 2 * bb;
         uint16_t* q = reinterpret_cast<uint16_t*>(p);
+        auto put_value_at = [&](size_t at) {
+            srans::put_word(x[at % kWideLanes], q, sy[group[scales[at / per_block]] * kAlphabet + value_at(blocks.data(), at)]);
+        };
         size_t i = coded;
-        for (; i % kWideLanes; --i)
-            srans::put_word(x[(i - 1) % kWideLanes], q, sy[group[scales[(i - 1) / per_block]] * kAlphabet + value_at(blocks.data(), i - 1)]);
+        for (; i % kWideLanes; --i) put_value_at(i - 1);
 #ifdef PTWM_FP4_WIDE_AVX512
         if (has_avx512()) {
             q = encode_wide_avx512(sym, group, scales.data(), blocks.data(), kind == Kind::nv, i / kWideLanes, x, q);
             i = 0;
         }
 #endif
-        for (; i % per_block; --i)
-            srans::put_word(x[(i - 1) % kWideLanes], q, sy[group[scales[(i - 1) / per_block]] * kAlphabet + value_at(blocks.data(), i - 1)]);
+        for (; i % per_block; --i) put_value_at(i - 1);
         for (size_t b = i / per_block; b-- > 0;) {
             const srans::EncodeSymbol* t = sy + group[scales[b]] * kAlphabet;
             uint32_t* lane = x.data() + (b * per_block) % kWideLanes;

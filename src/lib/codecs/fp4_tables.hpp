@@ -8,10 +8,12 @@
 // group and coding each plane on its own: every plane paid for its own rANS
 // states and table in htscodecs' form -- 40 bytes on a 4-state plane, 130
 // on a 32-state one, which on the corpus's FP4 files was as much as the
-// groups saved. Here one stream of 4 interleaved states carries all of a
-// chunk's groups, switching tables block by block, and a table of 16
-// nibbles costs some 8 bytes (static_rans.hpp's compact form). There is no
-// split or merge: the decoder writes the packed bytes directly.
+// groups saved. Here one rANS stream carries all of a chunk's groups,
+// switching tables block by block, and a table of 16 nibbles costs some 8
+// bytes (static_rans.hpp's compact form). The stream has 4 states, or from
+// 4 KiB 32 that start from the chunk's last values (the wide layout, coded
+// and decoded 32 values a round with AVX-512). There is no split or merge:
+// the decoder writes the packed bytes directly.
 //
 // The grouping is searched per chunk and recorded: a block's group is its
 // scale context (the E8M0 scale of MX, the exponent of NV's E4M3 scale)

@@ -9,11 +9,8 @@
 namespace ptwm {
 namespace {
 
-// MX scales are E8M0 exponents already; of an NV scale (E4M3) the exponent
-// carries the magnitude that shapes the values' distribution.
 uint8_t scale_context(Decomposition d, uint8_t scale) {
-    const bool nv = d == Decomposition::fp4_nv_grouped || d == Decomposition::fp4_nv_tabled;
-    return nv ? static_cast<uint8_t>((scale >> 3) & 0x0F) : scale;
+    return ptwm::scale_context(d == Decomposition::fp4_nv_grouped || d == Decomposition::fp4_nv_tabled, scale);
 }
 
 unsigned group_of(Decomposition d, uint8_t scale, uint8_t base) {

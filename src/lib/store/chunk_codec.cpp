@@ -77,7 +77,8 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
     if (is_grouped(d)) e.group_base = group_base(d, scales);
 
     const PlaneLayout l = layout(d, bytes.size(), scales, e.group_base);
-    const auto planes = split_to_scratch(d, bytes, l, scales, e.group_base);
+    // The decompositions that keep the blocks code `bytes` itself: no plane to copy it into.
+    const auto planes = keeps_blocks(d) ? std::array<uint8_t*, kMaxPlanes>{} : split_to_scratch(d, bytes, l, scales, e.group_base);
     TensorLayout with_scales = where;
     with_scales.scales = scales;
     // At most the raw bytes plus a little per plane: no regrowth (and copy)
@@ -140,10 +141,11 @@ void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload,
             planes[p] = coded.data();  // zero copy: merge reads the stored bytes
             continue;
         }
-        // A chunk of one plane as it is (whole FP8 bytes, integers) decodes
-        // straight into `out`: through a plane buffer it was one more copy of
-        // every byte.
-        const auto buf = d == Decomposition::stream ? out : t_scratch.plane(p, n);
+        // A chunk of one plane as it is (whole FP8 bytes, integers, FP4
+        // blocks for their codecs) decodes straight into `out`: through a
+        // plane buffer it was one more copy of every byte.
+        const bool in_place = d == Decomposition::stream || keeps_blocks(d);
+        const auto buf = in_place ? out : t_scratch.plane(p, n);
         try {
             decode_plane(e.codec[p], coded, buf, with_scales);
         } catch (const CorruptData& err) {
@@ -151,7 +153,7 @@ void decode_chunk_payload(const ChunkEntry& e, std::span<const uint8_t> payload,
         }
         planes[p] = buf.data();
     }
-    if (planes[0] != out.data()) {  // else a stream chunk decoded in place: nothing to merge
+    if (planes[0] != out.data()) {  // else a one-plane chunk decoded in place: nothing to merge
         if (is_grouped(d))
             merge_grouped(d, std::span(planes.data(), e.plane_count), scales, e.group_base, out);
         else
