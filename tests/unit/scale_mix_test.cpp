@@ -103,10 +103,12 @@ TEST(ScaleMix, DamagedPayloadsAreErrorsOrWrongBytesNeverACrash) {
     std::vector<uint8_t> out(scales.size());
     // The first raw bits: mode 3 does not exist.
     EXPECT_THROW(decode_plane(Codec::scale_mix, std::vector<uint8_t>{0xC0, 0, 0, 0}, out, layout), CorruptData);
+    // m - 1 = 3: more low bits than a byte's E4M3 mantissa has.
+    EXPECT_THROW(decode_plane(Codec::scale_mix, std::vector<uint8_t>{0x38, 0, 0, 0}, out, layout), CorruptData);
     // Mode 2 with an endless Elias-gamma row length, and with a row of 2^20.
     EXPECT_THROW(decode_plane(Codec::scale_mix, std::vector<uint8_t>{0x8F, 0xFF, 0xFF, 0xFF, 0xFF}, out, layout),
                  CorruptData);
-    // 10 00 | 20 ones, a zero, 20 zero bits: row 2^20, longer than the plane.
+    // 10 0 0 | 20 ones, a zero, 20 zero bits: row 2^20, longer than the plane.
     EXPECT_THROW(decode_plane(Codec::scale_mix, std::vector<uint8_t>{0x8F, 0xFF, 0xFF, 0x80, 0, 0, 0}, out, layout),
                  CorruptData);
     // Every truncation and flipped byte: CorruptData or bytes of the right

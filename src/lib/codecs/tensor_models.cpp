@@ -202,9 +202,13 @@ struct MixParams {
     unsigned low_bits = 0;
     unsigned mode = 0;
     uint64_t row = 0;
+    unsigned rates = 0;  // index in kMixRates
 };
 
-constexpr RateTable kMixRates(255, 0.5);
+// The nodes' rates: KT (a = 1/2) or a = 1/4, which trusts a node's first
+// observations more -- the better prior where a tensor's few values are
+// sharply peaked; picked per tensor (one raw bit). Both forget slowly.
+constexpr RateTable kMixRates[2] = {RateTable(255, 0.5), RateTable(255, 0.25)};
 constexpr int kMixNear = 6;                          // contexts tell z apart within +-6
 constexpr unsigned kMixLeftCtx = 2 * kMixNear + 1;   // none, z of the previous scale in -6..5
 constexpr unsigned kMixLevelCtx = 2 * kMixNear + 2;  // none, level in -6..6
@@ -365,12 +369,15 @@ double scale_mix_estimate(const uint8_t* s, size_t n, uint64_t first, unsigned m
 
 // The parameters open the coded stream as raw bits (a header byte and a
 // varint would cost 1-3 bytes a tensor, a percent of a 200-byte payload):
-// mode (2 bits), m (2 bits), for mode 2 the row length in Elias-gamma
-// (2 * floor(log2 row) + 1 bits).
+// mode (2 bits), m (one bit: m > 0, then m - 1 in 2 bits), the rate table
+// (1 bit), for mode 2 the row length in Elias-gamma (2 floor(log2 row) + 1
+// bits).
 std::vector<uint8_t> scale_mix_payload(std::span<const uint8_t> in, uint64_t first, const MixParams& p) {
-    Encoder e(kMixRates);
+    Encoder e(kMixRates[p.rates]);
     for (int b = 1; b >= 0; --b) e.raw((p.mode >> b) & 1);
-    for (int b = 1; b >= 0; --b) e.raw((p.low_bits >> b) & 1);
+    if (e.raw(p.low_bits != 0))
+        for (int b = 1; b >= 0; --b) e.raw(((p.low_bits - 1) >> b) & 1);
+    e.raw(p.rates);
     if (p.mode == 2) {
         unsigned nb = 0;
         while ((p.row >> (nb + 1)) != 0) ++nb;
@@ -606,19 +613,26 @@ std::vector<uint8_t> encode_scale_mix(std::span<const uint8_t> in, const TensorL
         std::partial_sort(ranked.begin(), ranked.begin() + static_cast<long>(keep), ranked.end());
         std::vector<MixParams> tries = {{m, 0, 0}, {m, 1, 0}};
         for (size_t k = 0; k < keep; ++k) tries.push_back({m, 2, ranked[k].second});
-        for (const MixParams& p : tries) {
-            auto out = scale_mix_payload(in, layout.offset, p);
-            if (best.empty() || out.size() < best.size()) best = std::move(out);
-        }
+        for (MixParams p : tries)
+            for (unsigned rates = 0; rates < std::size(kMixRates); ++rates) {
+                p.rates = rates;
+                auto out = scale_mix_payload(in, layout.offset, p);
+                if (best.empty() || out.size() < best.size()) best = std::move(out);
+            }
     }
     return best;
 }
 
 void decode_scale_mix(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
-    Decoder d(kMixRates, payload);
+    Decoder d(kMixRates[0], payload);
     MixParams p;
     for (int b = 0; b < 2; ++b) p.mode = p.mode << 1 | d.raw();
-    for (int b = 0; b < 2; ++b) p.low_bits = p.low_bits << 1 | d.raw();
+    if (d.raw()) {
+        for (int b = 0; b < 2; ++b) p.low_bits = p.low_bits << 1 | d.raw();
+        if (++p.low_bits > 3) throw CorruptData("scale-mix: more than 3 low bits");
+    }
+    p.rates = d.raw();
+    d.set_table(kMixRates[p.rates]);
     if (p.mode > 2) throw CorruptData("scale-mix: unknown mode");
     if (p.mode == 2) {
         unsigned nb = 0;
