@@ -93,6 +93,13 @@ TEST(ScaleMix, IsOnlyTriedOnMarkedScaleTensors) {
         const TensorLayout layout{shape, 0, t, {}, false};
         EXPECT_NE(encode_plane(scales, {}, &layout).codec, Codec::scale_mix);
     }
+    // Nor on a chunk of a larger scale tensor (large models' scales keep the
+    // faster decoders): not the whole tensor, or not from its start.
+    const std::vector<uint64_t> larger = {6, 768};
+    for (uint64_t offset : {uint64_t{0}, uint64_t{2304}}) {
+        const TensorLayout layout{larger, offset, DType::F8_E4M3, {}, true};
+        EXPECT_NE(encode_plane(scales, {}, &layout).codec, Codec::scale_mix) << offset;
+    }
 }
 
 TEST(ScaleMix, DamagedPayloadsAreErrorsOrWrongBytesNeverACrash) {

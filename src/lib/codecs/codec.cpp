@@ -45,11 +45,13 @@ constexpr double kF8TablesMargin = 0.002;
 // The scale model decodes at about 50 MB/s: tried on low-entropy byte planes
 // up to this size (block scale tensors are 1/16 or 1/32 of their blocks).
 constexpr size_t kScaleModelMax = 1u << 20;
-// scale-mix searches its contexts with a dozen encodes of the tensor (up to
-// three splits of its bytes, three context sets each): tried on scale tensors up
-// to this size, which covers the FP4 tensors of up to 4-8 MiB (larger ones
-// keep the other coders, whose decoders are faster).
-constexpr size_t kScaleMixMax = 256u << 10;
+// scale-mix decodes at 20-55 MB/s (E4M3 / E8M0 scales), some ten times
+// slower than rANS: it is tried only on whole scale tensors up to this
+// size (FP4 tensors up to 1-2 MiB, the layers of small models). The scale
+// tensors of large models (gpt-oss: MiBs a tensor, stored in 256 KiB
+// chunks) keep the faster coders, and its encoder's search (a dozen to
+// three dozen codings of the tensor) stays off their pack path.
+constexpr size_t kScaleMixMax = 64u << 10;
 // ... and replaces a faster coder when it saves this share of the best
 // payload so far (not of the plane: see encode_plane).
 constexpr double kScaleMixMargin = 0.002;
@@ -351,8 +353,10 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         // kTieMargin of the plane would be 2-8% of the payload, more than
         // scale-mix saves on most tensors (on the corpus's posenet MXFP4 and
         // NVFP4 it kept the scales 0.4% / 0.6% above their order-0 bound).
+        uint64_t tensor_bytes = 1;
+        for (uint64_t d : whole->shape) tensor_bytes *= d;
         if (whole->block_scales && (t == DType::U8 || t == DType::F8_E8M0 || t == DType::F8_E4M3) && opt.level >= 2 &&
-            n <= kScaleMixMax) {
+            n <= kScaleMixMax && whole->offset == 0 && tensor_bytes == n) {
             const int w = contest_winner(c, n);
             const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
             c.push_back({Codec::scale_mix, kScaleMixMargin * best_size / nd, 0, models::encode_scale_mix(plane, *whole)});

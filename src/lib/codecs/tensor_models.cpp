@@ -227,9 +227,9 @@ public:
     MixLevel(uint64_t row, uint64_t first) : R_(row), cs_(row ? row : 1), cn_(row ? row : 1), j_(row ? first % row : 0) {}
     unsigned context(unsigned center, unsigned m) const {
         if (!R_ || !gn_) return 0;
-        const int64_t g = gs_ * 16 / gn_;
-        const int64_t r = rn_ ? rs_ * 16 / rn_ : g;
-        const int64_t c = cn_[j_] ? cs_[j_] * 16 / cn_[j_] : g;
+        const int64_t g = mean16(gs_, gn_);
+        const int64_t r = rn_ ? mean16(rs_, rn_) : g;
+        const int64_t c = cn_[j_] ? mean16(cs_[j_], cn_[j_]) : g;
         const int64_t unit = int64_t{16} << m;  // one step of h
         // Twice the distance from the middle of the center's step, rounded to steps.
         const int64_t d = 2 * (r + c - g - int64_t{center} * unit - unit / 2);
@@ -243,6 +243,13 @@ public:
     }
 
 private:
+    // 16 sum / count, in 32 bits where it fits (a 64-bit division costs
+    // several times a 32-bit one, and three a scale were the decoder's
+    // largest cost); the same quotient either way.
+    static int64_t mean16(int64_t sum, int64_t count) {
+        if (sum < (int64_t{1} << 27)) return static_cast<uint32_t>(sum * 16) / static_cast<uint32_t>(count);
+        return sum * 16 / count;
+    }
     uint64_t R_;
     std::vector<int64_t> cs_, cn_;
     int64_t rs_ = 0, rn_ = 0, gs_ = 0, gn_ = 0;
