@@ -216,9 +216,20 @@ constexpr unsigned kMixUnary = 12;                   // adaptive unary decisions
 constexpr unsigned kMixNodes = 2 * kMixUnary + 1;    // sign + both sides
 constexpr uint16_t kMixInherit = 2;                  // a fresh fine node counts its coarse node as 2 observations
 // The encoder codes mode 2 with this many row lengths, the best estimates,
-// on tensors up to kMixSearchAll scales; with one above.
+// on tensors up to kMixSearchAll scales (and every split and rate table);
+// with one above.
 constexpr size_t kMixCodedRows = 4;
-constexpr size_t kMixSearchAll = 16u << 10;
+constexpr size_t kMixSearchAll = 1u << 10;
+// Short periods 2..kMixShortRows are screened by period_score on the
+// first kMixScreenScales scales (all of a tensor scale-mix is tried on: on
+// a prefix the ranking was unreliable, posenet's 9216-scale tensors lost
+// their row of 24 on 8 Ki); the kMixScreenedRows best go on to the
+// estimate with the shape's and the kernel taps' periods.
+constexpr uint64_t kMixShortRows = 64;
+constexpr size_t kMixScreenScales = 64u << 10;
+constexpr size_t kMixScreenedRows = 2;
+// Above kMixSearchAll, the second rate table is tried up to this size.
+constexpr size_t kMixRatesSearch = 8u << 10;
 
 // Mode 2's level: running sums over the row so far, each column's earlier
 // rows and everything so far, in 1/16 of a byte step.
@@ -351,13 +362,14 @@ void code_scale_mix(C& c, uint8_t* s, size_t n, uint64_t first, const MixParams&
 // each context's z (clamped to +-13) at its empirical frequencies plus
 // half a log2 of the context's count per symbol it uses, the cost of
 // learning it. Ranks the candidate row lengths without coding.
-double scale_mix_estimate(const uint8_t* s, size_t n, uint64_t first, unsigned m, unsigned center, uint64_t row) {
+double scale_mix_estimate(const uint8_t* s, size_t n, uint64_t first, unsigned m, unsigned center, uint64_t row,
+                          bool use_left = true) {
     constexpr unsigned kSyms = 2 * kMixUnary + 2;
     std::vector<uint32_t> count(kMixLeftCtx * kMixLevelCtx * kSyms);
     MixLevel level(row, first);
     for (size_t i = 0; i < n; ++i) {
         const int z = static_cast<int>(s[i] >> m) - static_cast<int>(center);
-        const unsigned left = i ? mix_left(s[i - 1], m, center) : 0;
+        const unsigned left = i && use_left ? mix_left(s[i - 1], m, center) : 0;
         const unsigned ctx = left * kMixLevelCtx + level.context(center, m);
         ++count[ctx * kSyms + static_cast<unsigned>(std::clamp<int>(z, -kMixUnary - 1, kMixUnary) + kMixUnary + 1)];
         level.update(s[i]);
@@ -369,6 +381,27 @@ double scale_mix_estimate(const uint8_t* s, size_t n, uint64_t first, unsigned m
         if (!total) continue;
         for (unsigned k = 0; k < kSyms; ++k)
             if (const uint32_t v = count[ctx * kSyms + k]) bits -= v * std::log2(static_cast<double>(v) / total);
+        bits += 0.5 * (used - 1) * std::log2(static_cast<double>(total));
+    }
+    return bits;
+}
+
+// What the low bits of split m would cost, in bits: their empirical
+// entropy under z (clamped to +-6) plus the learning term, as above.
+double scale_mix_low_estimate(const uint8_t* s, size_t n, unsigned m, unsigned center) {
+    if (m == 0) return 0;
+    std::array<std::array<uint32_t, 8>, 2 * kMixNear + 1> count{};
+    for (size_t i = 0; i < n; ++i) {
+        const int z = std::clamp(static_cast<int>(s[i] >> m) - static_cast<int>(center), -kMixNear, kMixNear);
+        ++count[static_cast<unsigned>(z + kMixNear)][s[i] & ((1u << m) - 1)];
+    }
+    double bits = 0;
+    for (const auto& c : count) {
+        uint32_t total = 0, used = 0;
+        for (uint32_t v : c) total += v, used += v != 0;
+        if (!total) continue;
+        for (uint32_t v : c)
+            if (v) bits -= v * std::log2(static_cast<double>(v) / total);
         bits += 0.5 * (used - 1) * std::log2(static_cast<double>(total));
     }
     return bits;
@@ -593,40 +626,112 @@ void decode_scales(std::span<const uint8_t> payload, std::span<uint8_t> out, con
     code_scales(d, out.data(), out.size(), layout.offset, g);
 }
 
+// How much of the scales' variance rows of `row` scales explain, by their
+// row means and column means (mode 2's level), less what as many free means
+// would explain in noise: a cheap first ranking of the short periods (one
+// pass, no division a scale), the best going on to scale_mix_estimate.
+double period_score(const uint8_t* s, size_t n, uint64_t row) {
+    std::vector<int64_t> col_sum(row), col_cnt(row);
+    int64_t total = 0, total_sq = 0, row_sum = 0;
+    double rows_ss = 0;  // sum over full rows of row_sum^2 / row
+    for (size_t i = 0, j = 0; i < n; ++i) {
+        const int64_t v = s[i];
+        total += v, total_sq += v * v, row_sum += v;
+        col_sum[j] += v, col_cnt[j]++;
+        if (++j == row) {
+            rows_ss += static_cast<double>(row_sum) * static_cast<double>(row_sum) / static_cast<double>(row);
+            j = 0, row_sum = 0;
+        }
+    }
+    const double nd = static_cast<double>(n), mean_ss = static_cast<double>(total) * static_cast<double>(total) / nd;
+    double cols_ss = 0;
+    for (uint64_t j = 0; j < row; ++j)
+        if (col_cnt[j]) cols_ss += static_cast<double>(col_sum[j]) * static_cast<double>(col_sum[j]) / static_cast<double>(col_cnt[j]);
+    const double noise = (static_cast<double>(total_sq) - mean_ss) / nd;  // variance a scale
+    const double params = static_cast<double>(row) + nd / static_cast<double>(row);
+    return (rows_ss - mean_ss) + (cols_ss - mean_ss) - params * noise;
+}
+
 std::vector<uint8_t> encode_scale_mix(std::span<const uint8_t> in, const TensorLayout& layout) {
     const uint64_t n = in.size();
+    const bool small = n <= kMixSearchAll;
     // Row lengths for mode 2: the shape's last dim (NVFP4: scales per row),
-    // every short period (MXFP4's flat scale vectors: out_channels / 32 per
-    // input channel), the periods of flattened kernels' taps.
+    // the periods of flattened kernels' taps, and the short periods (a
+    // flattened kernel's out_channels / 32 or / 16 per input channel) whose
+    // row and column means explain most (period_score).
     std::vector<uint64_t> rows;
     if (layout.shape.size() >= 2) rows.push_back(layout.shape.back());
-    for (uint64_t r = 2; r <= 64; ++r) rows.push_back(r);
     if (layout.offset == 0)
         for (uint64_t taps : kScaleTaps)
             if (n % taps == 0) rows.push_back(n / taps);
+    {
+        const size_t screen = std::min<size_t>(n, kMixScreenScales);
+        std::vector<std::pair<double, uint64_t>> near;  // -score: best first
+        for (uint64_t r = 2; r <= kMixShortRows && r < screen; ++r) near.emplace_back(-period_score(in.data(), screen, r), r);
+        const size_t keep = std::min(near.size(), kMixScreenedRows);
+        std::partial_sort(near.begin(), near.begin() + static_cast<long>(keep), near.end());
+        for (size_t k = 0; k < keep; ++k) rows.push_back(near[k].second);
+    }
     std::erase_if(rows, [&](uint64_t r) { return r < 2 || r >= n || r > kMaxTable; });
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     // E4M3 bytes: 1-3 low bits; E8M0 (and U8) bytes are all exponent.
+    // Above kMixSearchAll the split is picked by the estimate (its high
+    // parts under the previous scale, plus its low bits).
     std::vector<unsigned> lows = {0};
-    if (layout.dtype == DType::F8_E4M3) lows = {1, 2, 3};
+    double left_only_bits = -1;  // mode 1's estimate of the split picked, when known
+    if (layout.dtype == DType::F8_E4M3) {
+        lows = {1, 2, 3};
+        if (!small) {
+            double best_bits = 0;
+            unsigned best_m = 0;
+            for (unsigned m : lows) {
+                const unsigned center = mix_center(in.data(), n, m);
+                const double left = scale_mix_estimate(in.data(), n, layout.offset, m, center, 0);
+                const double bits = left + scale_mix_low_estimate(in.data(), n, m, center);
+                if (!best_m || bits < best_bits) best_m = m, best_bits = bits, left_only_bits = left;
+            }
+            lows = {best_m};
+        }
+    }
+    // Small tensors code every split, context set and rate table with the
+    // best few rows; larger ones their split under no context and under the
+    // better estimate of modes 1 and 2 (its best row), with KT rates, then,
+    // up to kMixRatesSearch scales, the winner under the other rates: two
+    // or three codings.
     std::vector<uint8_t> best;
+    MixParams best_p;
     for (unsigned m : lows) {
         const unsigned center = mix_center(in.data(), n, m);
-        // Mode 2: the row lengths that estimate smallest are coded (the
-        // estimate leaves out how fast each context learns, which decides
-        // between close candidates on small tensors).
         std::vector<std::pair<double, uint64_t>> ranked;
         for (uint64_t r : rows) ranked.emplace_back(scale_mix_estimate(in.data(), n, layout.offset, m, center, r), r);
-        const size_t keep = std::min(ranked.size(), n <= kMixSearchAll ? kMixCodedRows : size_t{1});
+        const size_t keep = std::min(ranked.size(), small ? kMixCodedRows : size_t{1});
         std::partial_sort(ranked.begin(), ranked.begin() + static_cast<long>(keep), ranked.end());
-        std::vector<MixParams> tries = {{m, 0, 0}, {m, 1, 0}};
-        for (size_t k = 0; k < keep; ++k) tries.push_back({m, 2, ranked[k].second});
+        std::vector<MixParams> tries = {{m, 0, 0}};
+        if (small) {
+            tries.push_back({m, 1, 0});
+            for (size_t k = 0; k < keep; ++k) tries.push_back({m, 2, ranked[k].second});
+        } else {
+            // Mode 0 and whichever of modes 1 and 2 estimates smaller.
+            const double one =
+                left_only_bits >= 0 ? left_only_bits : scale_mix_estimate(in.data(), n, layout.offset, m, center, 0);
+            if (ranked.empty() || one <= ranked[0].first) tries.push_back({m, 1, 0});
+            else tries.push_back({m, 2, ranked[0].second});
+        }
         for (MixParams p : tries)
-            for (unsigned rates = 0; rates < std::size(kMixRates); ++rates) {
+            for (unsigned rates = 0; rates < (small ? std::size(kMixRates) : 1); ++rates) {
                 p.rates = rates;
                 auto out = scale_mix_payload(in, layout.offset, p);
-                if (best.empty() || out.size() < best.size()) best = std::move(out);
+                if (best.empty() || out.size() < best.size()) best = std::move(out), best_p = p;
             }
     }
+    if (!small && n <= kMixRatesSearch)
+        for (unsigned rates = 1; rates < std::size(kMixRates); ++rates) {
+            MixParams p = best_p;
+            p.rates = rates;
+            auto out = scale_mix_payload(in, layout.offset, p);
+            if (out.size() < best.size()) best = std::move(out);
+        }
     return best;
 }
 
