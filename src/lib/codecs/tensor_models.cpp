@@ -707,16 +707,21 @@ std::vector<uint8_t> encode_scale_mix(std::span<const uint8_t> in, const TensorL
         for (uint64_t r : rows) ranked.emplace_back(scale_mix_estimate(in.data(), n, layout.offset, m, center, r), r);
         const size_t keep = std::min(ranked.size(), small ? kMixCodedRows : size_t{1});
         std::partial_sort(ranked.begin(), ranked.begin() + static_cast<long>(keep), ranked.end());
-        std::vector<MixParams> tries = {{m, 0, 0}};
+        std::vector<MixParams> tries;
         if (small) {
-            tries.push_back({m, 1, 0});
+            tries = {{m, 0, 0}, {m, 1, 0}};
             for (size_t k = 0; k < keep; ++k) tries.push_back({m, 2, ranked[k].second});
         } else {
-            // Mode 0 and whichever of modes 1 and 2 estimates smaller.
+            // Whichever of modes 1 and 2 estimates smaller, and mode 0
+            // (where the estimate of contexts is least sure: up to
+            // kMixRatesSearch scales, or where it is the better estimate).
             const double one =
                 left_only_bits >= 0 ? left_only_bits : scale_mix_estimate(in.data(), n, layout.offset, m, center, 0);
-            if (ranked.empty() || one <= ranked[0].first) tries.push_back({m, 1, 0});
-            else tries.push_back({m, 2, ranked[0].second});
+            const bool two = !ranked.empty() && ranked[0].first < one;
+            tries.push_back(two ? MixParams{m, 2, ranked[0].second} : MixParams{m, 1, 0});
+            if (n <= kMixRatesSearch ||
+                scale_mix_estimate(in.data(), n, layout.offset, m, center, 0, false) < std::min(one, two ? ranked[0].first : one))
+                tries.push_back({m, 0, 0});
         }
         for (MixParams p : tries)
             for (unsigned rates = 0; rates < (small ? std::size(kMixRates) : 1); ++rates) {
