@@ -250,6 +250,8 @@ int main(int argc, char** argv) {
         {"f8_model", ptwm::Codec::f8_model, 3, {3, 3, 8, 16}, small_ints(1008, 12), {}},
         {"fp4_model", ptwm::Codec::fp4_model, 4, {40, 64}, random_bytes(960), fp4_scales},
         {"fp4_tables", ptwm::Codec::fp4_tables, 4, {40, 64}, random_bytes(960), fp4_scales},
+        {"scale_mix", ptwm::Codec::scale_mix, 2, {16, 64}, scales(960), {}},
+        {"scale_mix_e4m3", ptwm::Codec::scale_mix, 4, {40, 64}, small_ints(960, 12), {}},
     };
     for (const auto& m : modelled) {
         ptwm::ChunkEntry e;

@@ -126,7 +126,7 @@ double time_encode(std::span<const uint8_t> file, const ptwm::SafetensorsHeader&
         const ptwm::PlannedChunk& c = plan[i];
         const auto scales = ptwm::planned_chunk_scales(h, c, read);
         sizes[i] = ptwm::encode_chunk(file.subspan(c.offset, c.length), c.decomposition, opt, scales,
-                                      ptwm::tensor_layout(h.tensors[c.tensor], c.offset))
+                                      ptwm::tensor_layout(h.tensors[c.tensor], c.offset, c.block_scales))
                        .payload.size();
     });
     const double s = seconds_since(start);

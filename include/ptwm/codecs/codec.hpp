@@ -29,6 +29,8 @@ enum class Codec : uint8_t {
     f8_tables = 9,    // static context tables for whole FP8 E4M3 bytes (column classes in the payload)
     fp4_tables = 10,  // MXFP4/NVFP4 blocks (decompositions 13, 14) under static tables picked by their
                       // scales: needs the block scales
+    scale_mix = 11,   // context model for block scale tensors (E8M0 or E4M3), its contexts and value
+                      // split chosen per tensor (in the payload): needs the tensor's layout
 };
 
 // Where a chunk's bytes sit in their tensor. The context models take their
@@ -39,12 +41,13 @@ struct TensorLayout {
     uint64_t offset = 0;              // the chunk's first byte in the tensor
     std::optional<DType> dtype;       // encoder only: which models may be tried
     std::span<const uint8_t> scales;  // the chunk's block scales (grouped decompositions)
+    bool block_scales = false;        // encoder only: the tensor is an FP4 tensor's scales (scale-mix may be tried)
 };
 
 bool is_known(Codec c);
 std::string_view name(Codec c);
 
-// Codecs 6-8: adaptive context models that decode at 5-50 MB/s.
+// Codecs 6-8 and 11: adaptive context models that decode at 5-50 MB/s.
 bool is_context_model(Codec c);
 // They code chunks of at most this many bytes. At their speed a read of one
 // 256 MiB chunk (kMaxChunkBytes) would spend half a minute in the decoder --

@@ -32,7 +32,7 @@ void decode_chunk_payload(const ChunkEntry& entry, std::span<const uint8_t> payl
 
 // The layout of the chunk at file offset `chunk_offset` (absolute, as
 // TensorInfo::begin) of tensor `t`.
-TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset);
+TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset, bool block_scales = false);
 
 // The decomposition among `candidates` whose planes have the smallest summed
 // order-0 bound on `sample` (a prefix of the tensor's bytes; `scales` the

@@ -43,6 +43,7 @@ struct PlannedChunk {
     uint32_t tensor;
     Decomposition decomposition;
     uint32_t scale_tensor = kNoTensor;  // grouped FP4: where this chunk's block scales are
+    bool block_scales = false;          // the chunk is part of an FP4 tensor's scale tensor
 };
 using SourceReader = std::function<void(uint64_t offset, std::span<uint8_t> out)>;
 // Each tensor cut into element-aligned chunks of at most `chunk_bytes`, with

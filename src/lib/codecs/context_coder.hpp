@@ -45,10 +45,10 @@ struct Node {
 
 class Encoder {
 public:
-    explicit Encoder(const RateTable& t) : t_(t) {}
+    explicit Encoder(const RateTable& t) : t_(&t) {}
     unsigned bit(Node& node, unsigned b) {
         code(node.p0(), b);
-        node.update(b, t_);
+        node.update(b, *t_);
         return b;
     }
     // A bit at probability 1/2, no model (escape codes, raw values).
@@ -77,31 +77,35 @@ public:
         bytes.erase(bytes.begin());
         return bytes;
     }
-    const RateTable& table() const { return t_; }
+    const RateTable& table() const { return *t_; }
+    // From here on, nodes adapt at this table's rates (a model whose rates
+    // are a parameter in its stream switches after reading it).
+    void set_table(const RateTable& t) { t_ = &t; }
     static constexpr bool kDecoding = false;
 
 private:
     void code(uint32_t p0, unsigned b) { rc_.code((rc_.range() >> kPBits) * p0, b); }
-    const RateTable& t_;
+    const RateTable* t_;
     range::Encoder rc_;
 };
 
 class Decoder {
 public:
     // The encoder dropped its placeholder byte: four bytes start the code.
-    Decoder(const RateTable& t, std::span<const uint8_t> in) : t_(t), rc_(in, 4) {}
+    Decoder(const RateTable& t, std::span<const uint8_t> in) : t_(&t), rc_(in, 4) {}
     unsigned bit(Node& node, unsigned = 0) {
         const unsigned b = decode(node.p0());
-        node.update(b, t_);
+        node.update(b, *t_);
         return b;
     }
     unsigned raw(unsigned = 0) { return decode(1u << (kPBits - 1)); }
-    const RateTable& table() const { return t_; }
+    const RateTable& table() const { return *t_; }
+    void set_table(const RateTable& t) { t_ = &t; }
     static constexpr bool kDecoding = true;
 
 private:
     unsigned decode(uint32_t p0) { return rc_.decode((rc_.range() >> kPBits) * p0); }
-    const RateTable& t_;
+    const RateTable* t_;
     range::Decoder rc_;
 };
 

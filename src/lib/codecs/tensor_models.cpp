@@ -172,6 +172,265 @@ double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeom
 }
 
 // ---------------------------------------------------------------------------
+// scale-mix (codec 11): block scale tensors of either format, E8M0 (one
+// byte a binade) or E4M3 (eight codes a binade, NVFP4's scales). Each byte
+// is split into a high part h = byte >> m and m low bits (m = 0 for E8M0,
+// 1-3 for E4M3, searched). h is coded as z = h - c around the tensor's most
+// frequent high part c (8 raw bits): a sign decision, then |z| (or -z - 1) in
+// unary, 12 adaptive decisions a side, Exp-Golomb in raw bits beyond -- far
+// outliers (all-zero blocks, a few tiny ones) cost a few bits each, not a
+// table entry. The low bits are a bit tree under z (clamped to +-6).
+//
+// Contexts of h, the encoder's choice per tensor (mode):
+//   0: none -- scales that are independent draws code closest to their
+//      order-0 entropy without contexts to learn;
+//   1: the previous scale's z (clamped to -6..5);
+//   2: that and a level: row mean + column mean - mean so far (the tensor is
+//      taken as rows of `row` scales, weights ~ a(row) * b(column)), in half
+//      steps of h around c. The period is searched (an estimate ranks the
+//      candidates: the shape's last dim, 2..64, the tap periods of flattened
+//      kernels).
+// Each (previous, level) context's nodes start from the previous-only
+// context's (as tree_inherit): a rare context codes like the coarse one
+// until it has data of its own. No table to send: on tensors of a few KiB
+// that is what puts it under the order-0 bound where rANS and f8-tables
+// (tables, states) stay above it.
+//
+// Payload: the range coder's bytes alone; the parameters are its first
+// raw bits (see scale_mix_payload).
+struct MixParams {
+    unsigned low_bits = 0;
+    unsigned mode = 0;
+    uint64_t row = 0;
+    unsigned rates = 0;  // index in kMixRates
+};
+
+// The nodes' rates: KT (a = 1/2) or a = 1/4, which trusts a node's first
+// observations more -- the better prior where a tensor's few values are
+// sharply peaked; picked per tensor (one raw bit). Both forget slowly.
+constexpr RateTable kMixRates[2] = {RateTable(255, 0.5), RateTable(255, 0.25)};
+constexpr int kMixNear = 6;                          // contexts tell z apart within +-6
+constexpr unsigned kMixLeftCtx = 2 * kMixNear + 1;   // none, z of the previous scale in -6..5
+constexpr unsigned kMixLevelCtx = 2 * kMixNear + 2;  // none, level in -6..6
+constexpr unsigned kMixUnary = 12;                   // adaptive unary decisions a side
+constexpr unsigned kMixNodes = 2 * kMixUnary + 1;    // sign + both sides
+constexpr uint16_t kMixInherit = 2;                  // a fresh fine node counts its coarse node as 2 observations
+// The encoder codes mode 2 with this many row lengths, the best estimates,
+// on tensors up to kMixSearchAll scales (and every split and rate table);
+// with one above.
+constexpr size_t kMixCodedRows = 4;
+constexpr size_t kMixSearchAll = 1u << 10;
+// Short periods 2..kMixShortRows are screened by period_score on the
+// first kMixScreenScales scales (all of a tensor scale-mix is tried on: on
+// a prefix the ranking was unreliable, posenet's 9216-scale tensors lost
+// their row of 24 on 8 Ki); the kMixScreenedRows best go on to the
+// estimate with the shape's and the kernel taps' periods.
+constexpr uint64_t kMixShortRows = 64;
+constexpr size_t kMixScreenScales = 64u << 10;
+constexpr size_t kMixScreenedRows = 2;
+// Above kMixSearchAll, the second rate table is tried up to this size.
+constexpr size_t kMixRatesSearch = 8u << 10;
+
+// Mode 2's level: running sums over the row so far, each column's earlier
+// rows and everything so far, in 1/16 of a byte step.
+class MixLevel {
+public:
+    MixLevel(uint64_t row, uint64_t first) : R_(row), cs_(row ? row : 1), cn_(row ? row : 1), j_(row ? first % row : 0) {}
+    unsigned context(unsigned center, unsigned m) const {
+        if (!R_ || !gn_) return 0;
+        const int64_t g = mean16(gs_, gn_);
+        const int64_t r = rn_ ? mean16(rs_, rn_) : g;
+        const int64_t c = cn_[j_] ? mean16(cs_[j_], cn_[j_]) : g;
+        const int64_t unit = int64_t{16} << m;  // one step of h
+        // Twice the distance from the middle of the center's step, rounded to steps.
+        const int64_t d = 2 * (r + c - g - int64_t{center} * unit - unit / 2);
+        const int64_t q = (d >= 0 ? d + unit / 2 : d - unit / 2) / unit;
+        return static_cast<unsigned>(std::clamp<int64_t>(q, -kMixNear, kMixNear) + kMixNear) + 1;
+    }
+    void update(uint8_t v) {
+        if (!R_) return;
+        cs_[j_] += v, cn_[j_]++, rs_ += v, rn_++, gs_ += v, gn_++;
+        if (++j_ == R_) j_ = 0, rs_ = rn_ = 0;
+    }
+
+private:
+    // 16 sum / count, in 32 bits where it fits (a 64-bit division costs
+    // several times a 32-bit one, and three a scale were the decoder's
+    // largest cost); the same quotient either way.
+    static int64_t mean16(int64_t sum, int64_t count) {
+        if (sum < (int64_t{1} << 27)) return static_cast<uint32_t>(sum * 16) / static_cast<uint32_t>(count);
+        return sum * 16 / count;
+    }
+    uint64_t R_;
+    std::vector<int64_t> cs_, cn_;
+    int64_t rs_ = 0, rn_ = 0, gs_ = 0, gn_ = 0;
+    uint64_t j_;
+};
+
+unsigned mix_center(const uint8_t* s, size_t n, unsigned m) {
+    std::array<uint32_t, 256> count{};
+    for (size_t i = 0; i < n; ++i) ++count[s[i] >> m];
+    return static_cast<unsigned>(std::max_element(count.begin(), count.end()) - count.begin());
+}
+
+// z of a byte for the previous-scale context: 1..12, 0 none.
+inline unsigned mix_left(uint8_t v, unsigned m, unsigned center) {
+    return static_cast<unsigned>(std::clamp<int>(int{v >> m} - static_cast<int>(center), -kMixNear, kMixNear - 1) + kMixNear) + 1;
+}
+
+template <class C>
+void code_scale_mix(C& c, uint8_t* s, size_t n, uint64_t first, const MixParams& p) {
+    if (n == 0) return;
+    const unsigned m = p.low_bits, hmask = 255u >> m;
+    // The center: for E8M0 (m = 0) its distance from 127 (a scale of 1),
+    // sign and Exp-Golomb, in raw bits (block scales sit within a few
+    // binades of 1: 4-6 bits, not 8); for E4M3 its 8 - m bits.
+    unsigned center = C::kDecoding ? 0 : mix_center(s, n, m);
+    if (m == 0) {
+        const int d = static_cast<int>(center) - 127;
+        const unsigned neg = c.raw(d < 0);
+        const unsigned x = C::kDecoding ? 0 : static_cast<unsigned>(d < 0 ? -d : d) + 1;  // 1..128
+        unsigned nb = 0;
+        if (!C::kDecoding)
+            while ((x >> (nb + 1)) != 0) ++nb;
+        unsigned q = 0;
+        while (q < 7 && c.raw(q < nb)) ++q;
+        unsigned val = 1;
+        for (int b = static_cast<int>(q) - 1; b >= 0; --b) val = val << 1 | c.raw((x >> b) & 1);
+        const int back = neg ? 127 - static_cast<int>(val - 1) : 127 + static_cast<int>(val - 1);
+        center = static_cast<unsigned>(back) & 255;
+    } else {
+        unsigned x = 0;
+        for (int b = 7 - static_cast<int>(m); b >= 0; --b) x = x << 1 | c.raw((center >> b) & 1);
+        center = x;
+    }
+    std::vector<Node> fine(kMixLeftCtx * kMixLevelCtx * kMixNodes), coarse(kMixLeftCtx * kMixNodes);
+    std::array<Node, (2 * kMixNear + 1) * 8> low_fine{};
+    std::array<Node, 8> low_coarse{};
+    MixLevel level(p.mode == 2 ? p.row : 0, first);
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned v = C::kDecoding ? 0 : s[i];
+        const int z = C::kDecoding ? 0 : static_cast<int>(v >> m) - static_cast<int>(center);
+        const unsigned left = (i && p.mode) ? mix_left(s[i - 1], m, center) : 0;
+        const unsigned lev = level.context(center, m);
+        Node* f = &fine[(left * kMixLevelCtx + lev) * kMixNodes];
+        Node* co = &coarse[left * kMixNodes];
+        auto bit = [&](unsigned k, unsigned b) {
+            Node& fn = f[k];
+            if (fn.n == 0) fn.p = co[k].p, fn.n = kMixInherit;
+            b = c.bit(fn, b);
+            co[k].update(b, c.table());
+            return b;
+        };
+        const unsigned neg = bit(0, z < 0);
+        const unsigned a = C::kDecoding ? 0 : static_cast<unsigned>(neg ? -z - 1 : z);
+        unsigned k = 0;
+        while (k < kMixUnary && bit(1 + neg * kMixUnary + k, a > k)) ++k;
+        if (k == kMixUnary) {  // Exp-Golomb (order 0) of a - 11 >= 1, raw bits
+            const unsigned x = a - kMixUnary + 1;
+            unsigned nb = 0;
+            if (!C::kDecoding)
+                while ((x >> (nb + 1)) != 0) ++nb;
+            unsigned q = 0;
+            while (q < 8 && c.raw(q < nb)) ++q;
+            unsigned val = 1;
+            for (int b = static_cast<int>(q) - 1; b >= 0; --b) val = val << 1 | c.raw((x >> b) & 1);
+            k = kMixUnary - 1 + val;
+        }
+        const int zz = neg ? -static_cast<int>(k) - 1 : static_cast<int>(k);
+        const unsigned h = static_cast<unsigned>(static_cast<int>(center) + zz) & hmask;
+        unsigned low = 0;
+        if (m) {
+            const auto zc = static_cast<unsigned>(std::clamp(zz, -kMixNear, kMixNear) + kMixNear);
+            Node* lf = &low_fine[zc * 8];
+            unsigned t = 1;
+            for (int b = static_cast<int>(m) - 1; b >= 0; --b) {
+                Node& fn = lf[t];
+                if (fn.n == 0) fn.p = low_coarse[t].p, fn.n = kMixInherit;
+                const unsigned bt = c.bit(fn, (v >> b) & 1);
+                low_coarse[t].update(bt, c.table());
+                t = t << 1 | bt;
+            }
+            low = t - (1u << m);
+        }
+        s[i] = static_cast<uint8_t>(h << m | low);
+        level.update(s[i]);
+    }
+}
+
+// What mode 2 with row length `row` would spend on the high parts, in bits:
+// each context's z (clamped to +-13) at its empirical frequencies plus
+// half a log2 of the context's count per symbol it uses, the cost of
+// learning it. Ranks the candidate row lengths without coding.
+double scale_mix_estimate(const uint8_t* s, size_t n, uint64_t first, unsigned m, unsigned center, uint64_t row,
+                          bool use_left = true) {
+    constexpr unsigned kSyms = 2 * kMixUnary + 2;
+    std::vector<uint32_t> count(kMixLeftCtx * kMixLevelCtx * kSyms);
+    MixLevel level(row, first);
+    for (size_t i = 0; i < n; ++i) {
+        const int z = static_cast<int>(s[i] >> m) - static_cast<int>(center);
+        const unsigned left = i && use_left ? mix_left(s[i - 1], m, center) : 0;
+        const unsigned ctx = left * kMixLevelCtx + level.context(center, m);
+        ++count[ctx * kSyms + static_cast<unsigned>(std::clamp<int>(z, -kMixUnary - 1, kMixUnary) + kMixUnary + 1)];
+        level.update(s[i]);
+    }
+    double bits = 0;
+    for (unsigned ctx = 0; ctx < kMixLeftCtx * kMixLevelCtx; ++ctx) {
+        uint32_t total = 0, used = 0;
+        for (unsigned k = 0; k < kSyms; ++k) total += count[ctx * kSyms + k], used += count[ctx * kSyms + k] != 0;
+        if (!total) continue;
+        for (unsigned k = 0; k < kSyms; ++k)
+            if (const uint32_t v = count[ctx * kSyms + k]) bits -= v * std::log2(static_cast<double>(v) / total);
+        bits += 0.5 * (used - 1) * std::log2(static_cast<double>(total));
+    }
+    return bits;
+}
+
+// What the low bits of split m would cost, in bits: their empirical
+// entropy under z (clamped to +-6) plus the learning term, as above.
+double scale_mix_low_estimate(const uint8_t* s, size_t n, unsigned m, unsigned center) {
+    if (m == 0) return 0;
+    std::array<std::array<uint32_t, 8>, 2 * kMixNear + 1> count{};
+    for (size_t i = 0; i < n; ++i) {
+        const int z = std::clamp(static_cast<int>(s[i] >> m) - static_cast<int>(center), -kMixNear, kMixNear);
+        ++count[static_cast<unsigned>(z + kMixNear)][s[i] & ((1u << m) - 1)];
+    }
+    double bits = 0;
+    for (const auto& c : count) {
+        uint32_t total = 0, used = 0;
+        for (uint32_t v : c) total += v, used += v != 0;
+        if (!total) continue;
+        for (uint32_t v : c)
+            if (v) bits -= v * std::log2(static_cast<double>(v) / total);
+        bits += 0.5 * (used - 1) * std::log2(static_cast<double>(total));
+    }
+    return bits;
+}
+
+// The parameters open the coded stream as raw bits (a header byte and a
+// varint would cost 1-3 bytes a tensor, a percent of a 200-byte payload):
+// mode (2 bits), m (one bit: m > 0, then m - 1 in 2 bits), the rate table
+// (1 bit), for mode 2 the row length in Elias-gamma (2 floor(log2 row) + 1
+// bits).
+std::vector<uint8_t> scale_mix_payload(std::span<const uint8_t> in, uint64_t first, const MixParams& p) {
+    Encoder e(kMixRates[p.rates]);
+    for (int b = 1; b >= 0; --b) e.raw((p.mode >> b) & 1);
+    if (e.raw(p.low_bits != 0))
+        for (int b = 1; b >= 0; --b) e.raw(((p.low_bits - 1) >> b) & 1);
+    e.raw(p.rates);
+    if (p.mode == 2) {
+        unsigned nb = 0;
+        while ((p.row >> (nb + 1)) != 0) ++nb;
+        for (unsigned k = 0; k < nb; ++k) e.raw(1);
+        e.raw(0);
+        for (int b = static_cast<int>(nb) - 1; b >= 0; --b) e.raw((p.row >> b) & 1);
+    }
+    std::vector<uint8_t> x(in.begin(), in.end());
+    code_scale_mix(e, x.data(), x.size(), first, p);
+    return e.finish();
+}
+
+// ---------------------------------------------------------------------------
 // FP8 E4M3 weights, whole bytes [S EEEE MMM].
 //
 // Weights of a layer behave like |w| ~ a(in channel) * b(out channel) * noise,
@@ -365,6 +624,144 @@ void decode_scales(std::span<const uint8_t> payload, std::span<uint8_t> out, con
         throw CorruptData("scale model: bad channel period");
     Decoder d(kScaleRates, payload);
     code_scales(d, out.data(), out.size(), layout.offset, g);
+}
+
+// How much of the scales' variance rows of `row` scales explain, by their
+// row means and column means (mode 2's level), less what as many free means
+// would explain in noise: a cheap first ranking of the short periods (one
+// pass, no division a scale), the best going on to scale_mix_estimate.
+double period_score(const uint8_t* s, size_t n, uint64_t row) {
+    std::vector<int64_t> col_sum(row), col_cnt(row);
+    int64_t total = 0, total_sq = 0, row_sum = 0;
+    double rows_ss = 0;  // sum over full rows of row_sum^2 / row
+    for (size_t i = 0, j = 0; i < n; ++i) {
+        const int64_t v = s[i];
+        total += v, total_sq += v * v, row_sum += v;
+        col_sum[j] += v, col_cnt[j]++;
+        if (++j == row) {
+            rows_ss += static_cast<double>(row_sum) * static_cast<double>(row_sum) / static_cast<double>(row);
+            j = 0, row_sum = 0;
+        }
+    }
+    const double nd = static_cast<double>(n), mean_ss = static_cast<double>(total) * static_cast<double>(total) / nd;
+    double cols_ss = 0;
+    for (uint64_t j = 0; j < row; ++j)
+        if (col_cnt[j]) cols_ss += static_cast<double>(col_sum[j]) * static_cast<double>(col_sum[j]) / static_cast<double>(col_cnt[j]);
+    const double noise = (static_cast<double>(total_sq) - mean_ss) / nd;  // variance a scale
+    const double params = static_cast<double>(row) + nd / static_cast<double>(row);
+    return (rows_ss - mean_ss) + (cols_ss - mean_ss) - params * noise;
+}
+
+std::vector<uint8_t> encode_scale_mix(std::span<const uint8_t> in, const TensorLayout& layout) {
+    const uint64_t n = in.size();
+    const bool small = n <= kMixSearchAll;
+    // Row lengths for mode 2: the shape's last dim (NVFP4: scales per row),
+    // the periods of flattened kernels' taps, and the short periods (a
+    // flattened kernel's out_channels / 32 or / 16 per input channel) whose
+    // row and column means explain most (period_score).
+    std::vector<uint64_t> rows;
+    if (layout.shape.size() >= 2) rows.push_back(layout.shape.back());
+    if (layout.offset == 0)
+        for (uint64_t taps : kScaleTaps)
+            if (n % taps == 0) rows.push_back(n / taps);
+    {
+        const size_t screen = std::min<size_t>(n, kMixScreenScales);
+        std::vector<std::pair<double, uint64_t>> near;  // -score: best first
+        for (uint64_t r = 2; r <= kMixShortRows && r < screen; ++r) near.emplace_back(-period_score(in.data(), screen, r), r);
+        const size_t keep = std::min(near.size(), kMixScreenedRows);
+        std::partial_sort(near.begin(), near.begin() + static_cast<long>(keep), near.end());
+        for (size_t k = 0; k < keep; ++k) rows.push_back(near[k].second);
+    }
+    std::erase_if(rows, [&](uint64_t r) { return r < 2 || r >= n || r > kMaxTable; });
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    // E4M3 bytes: 1-3 low bits; E8M0 (and U8) bytes are all exponent.
+    // Above kMixSearchAll the split is picked by the estimate (its high
+    // parts under the previous scale, plus its low bits).
+    std::vector<unsigned> lows = {0};
+    double left_only_bits = -1;  // mode 1's estimate of the split picked, when known
+    if (layout.dtype == DType::F8_E4M3) {
+        lows = {1, 2, 3};
+        if (!small) {
+            double best_bits = 0;
+            unsigned best_m = 0;
+            for (unsigned m : lows) {
+                const unsigned center = mix_center(in.data(), n, m);
+                const double left = scale_mix_estimate(in.data(), n, layout.offset, m, center, 0);
+                const double bits = left + scale_mix_low_estimate(in.data(), n, m, center);
+                if (!best_m || bits < best_bits) best_m = m, best_bits = bits, left_only_bits = left;
+            }
+            lows = {best_m};
+        }
+    }
+    // Small tensors code every split, context set and rate table with the
+    // best few rows; larger ones their split under no context and under the
+    // better estimate of modes 1 and 2 (its best row), with KT rates, then,
+    // up to kMixRatesSearch scales, the winner under the other rates: two
+    // or three codings.
+    std::vector<uint8_t> best;
+    MixParams best_p;
+    for (unsigned m : lows) {
+        const unsigned center = mix_center(in.data(), n, m);
+        std::vector<std::pair<double, uint64_t>> ranked;
+        for (uint64_t r : rows) ranked.emplace_back(scale_mix_estimate(in.data(), n, layout.offset, m, center, r), r);
+        const size_t keep = std::min(ranked.size(), small ? kMixCodedRows : size_t{1});
+        std::partial_sort(ranked.begin(), ranked.begin() + static_cast<long>(keep), ranked.end());
+        std::vector<MixParams> tries;
+        if (small) {
+            tries = {{m, 0, 0}, {m, 1, 0}};
+            for (size_t k = 0; k < keep; ++k) tries.push_back({m, 2, ranked[k].second});
+        } else {
+            // Whichever of modes 1 and 2 estimates smaller, and mode 0
+            // (where the estimate of contexts is least sure: up to
+            // kMixRatesSearch scales, or where it is the better estimate).
+            const double one =
+                left_only_bits >= 0 ? left_only_bits : scale_mix_estimate(in.data(), n, layout.offset, m, center, 0);
+            const bool two = !ranked.empty() && ranked[0].first < one;
+            tries.push_back(two ? MixParams{m, 2, ranked[0].second} : MixParams{m, 1, 0});
+            if (n <= kMixRatesSearch ||
+                scale_mix_estimate(in.data(), n, layout.offset, m, center, 0, false) < std::min(one, two ? ranked[0].first : one))
+                tries.push_back({m, 0, 0});
+        }
+        for (MixParams p : tries)
+            for (unsigned rates = 0; rates < (small ? std::size(kMixRates) : 1); ++rates) {
+                p.rates = rates;
+                auto out = scale_mix_payload(in, layout.offset, p);
+                if (best.empty() || out.size() < best.size()) best = std::move(out), best_p = p;
+            }
+    }
+    if (!small && n <= kMixRatesSearch)
+        for (unsigned rates = 1; rates < std::size(kMixRates); ++rates) {
+            MixParams p = best_p;
+            p.rates = rates;
+            auto out = scale_mix_payload(in, layout.offset, p);
+            if (out.size() < best.size()) best = std::move(out);
+        }
+    return best;
+}
+
+void decode_scale_mix(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout) {
+    Decoder d(kMixRates[0], payload);
+    MixParams p;
+    for (int b = 0; b < 2; ++b) p.mode = p.mode << 1 | d.raw();
+    if (d.raw()) {
+        for (int b = 0; b < 2; ++b) p.low_bits = p.low_bits << 1 | d.raw();
+        if (++p.low_bits > 3) throw CorruptData("scale-mix: more than 3 low bits");
+    }
+    p.rates = d.raw();
+    d.set_table(kMixRates[p.rates]);
+    if (p.mode > 2) throw CorruptData("scale-mix: unknown mode");
+    if (p.mode == 2) {
+        unsigned nb = 0;
+        while (nb < 21 && d.raw()) ++nb;  // the encoder's rows are below kMaxTable = 2^20
+        uint64_t row = 1;
+        for (unsigned k = 0; k < nb; ++k) row = row << 1 | d.raw();
+        // ... and shorter than the chunk.
+        if (row < 2 || row >= out.size() || row > kMaxTable || row > tensor_extent(layout, out.size()))
+            throw CorruptData("scale-mix: bad row length");
+        p.row = row;
+    }
+    code_scale_mix(d, out.data(), out.size(), layout.offset, p);
 }
 
 std::vector<uint8_t> encode_f8(std::span<const uint8_t> in, const TensorLayout& layout) {

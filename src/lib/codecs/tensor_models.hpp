@@ -22,6 +22,14 @@ namespace ptwm::models {
 std::vector<uint8_t> encode_scales(std::span<const uint8_t> in, const TensorLayout& layout);
 void decode_scales(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout);
 
+// Block scale tensors of either microscaling format (MXFP4's E8M0 bytes,
+// NVFP4's E4M3 bytes): the contexts (none, the previous scale, or that and
+// a row/column level) and the split of a byte into a part coded around the
+// tensor's most frequent value and low bits are searched per tensor and
+// written first in the payload (codec 11, scale-mix).
+std::vector<uint8_t> encode_scale_mix(std::span<const uint8_t> in, const TensorLayout& layout);
+void decode_scale_mix(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout);
+
 std::vector<uint8_t> encode_f8(std::span<const uint8_t> in, const TensorLayout& layout);
 void decode_f8(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout);
 

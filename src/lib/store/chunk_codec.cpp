@@ -57,8 +57,8 @@ std::array<uint8_t*, kMaxPlanes> split_to_scratch(Decomposition d, std::span<con
 
 uint64_t chunk_checksum(std::span<const uint8_t> bytes) { return xxh3(bytes.data(), bytes.size()); }
 
-TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset) {
-    return {t.shape, chunk_offset - t.begin, t.dtype, {}};
+TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset, bool block_scales) {
+    return {t.shape, chunk_offset - t.begin, t.dtype, {}, block_scales};
 }
 
 EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const EncodeOptions& opt,

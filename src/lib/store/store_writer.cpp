@@ -54,6 +54,10 @@ std::vector<uint8_t> planned_chunk_scales(const SafetensorsHeader& h, const Plan
 std::vector<PlannedChunk> plan_chunks(const SafetensorsHeader& h, uint32_t chunk_bytes, const SourceReader& read) {
     std::vector<PlannedChunk> plan;
     std::vector<uint8_t> sample;
+    // Scale tensors of FP4 pairs: their chunks may try the scale coders.
+    std::vector<bool> is_scales(h.tensors.size());
+    for (uint32_t t = 0; t < h.tensors.size(); ++t)
+        if (const auto pair = find_scale_pair(h, t)) is_scales[pair->scale_tensor] = true;
     for (uint32_t t = 0; t < h.tensors.size(); ++t) {
         const TensorInfo& info = h.tensors[t];
         if (info.size() == 0) continue;
@@ -81,7 +85,7 @@ std::vector<PlannedChunk> plan_chunks(const SafetensorsHeader& h, uint32_t chunk
             // A tensor whose size is not a multiple of the element width (not
             // valid safetensors, but harmless) keeps its tail as a stream.
             const Decomposition chunk_d = len % unit == 0 ? d : Decomposition::stream;
-            plan.push_back({at, len, t, chunk_d, is_grouped(chunk_d) ? pair->scale_tensor : kNoTensor});
+            plan.push_back({at, len, t, chunk_d, is_grouped(chunk_d) ? pair->scale_tensor : kNoTensor, is_scales[t]});
         }
     }
     return plan;
@@ -119,7 +123,7 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
             try {
                 const auto scales = planned_chunk_scales(header, c, read);
                 encoded[k] = encode_chunk(std::span(input).subspan(c.offset - begin, c.length), c.decomposition,
-                                          opt.encode, scales, tensor_layout(header.tensors[c.tensor], c.offset));
+                                          opt.encode, scales, tensor_layout(header.tensors[c.tensor], c.offset, c.block_scales));
             } catch (const Error& e) {
                 throw Error(src + ": tensor '" + header.tensors[c.tensor].name + "' at offset " + std::to_string(c.offset) +
                             ": " + e.what());
