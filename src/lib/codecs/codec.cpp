@@ -38,6 +38,11 @@ constexpr double kZstdSampleWin = 0.9;
 constexpr size_t kAdaptiveMax = 4u << 10;
 // ... and it decodes some fifty times slower than rANS, so it must win by more.
 constexpr double kAdaptiveMargin = 0.05;
+// Below the archive levels only on planes up to this size: at 25-40 ns a
+// byte, planes of 1-4 KiB took 11% of posenet F8's decode time, a third of
+// posenet MXFP4's and a quarter of posenet F16's, for 0.01-0.1% of their
+// size (the biases' 32-byte planes, where it pays most, stay).
+constexpr size_t kAdaptiveFastMax = 256;
 // f8-tables decodes at 350-400 MB/s a core, a few times slower than SIMD
 // rANS: FP8 weights are where it saves, and what it saves there (0.5-1.5%)
 // is the whole gap to the bytes' entropy, so it needs only a small margin.
@@ -53,7 +58,12 @@ constexpr size_t kScaleModelMax = 1u << 20;
 // three dozen codings of the tensor) stays off their pack path.
 constexpr size_t kScaleMixMax = 64u << 10;
 // ... and replaces a faster coder when it saves this share of the best
-// payload so far (not of the plane: see encode_plane).
+// payload so far (not of the plane: see encode_plane). It is an archive
+// level's coder (kContextModelLevel and up): at the default level it took
+// the corpus's block scales below their order-0 bound (esrgan NVFP4 0.4376
+// -> 0.4191, bound 0.4273; whole files 0.05-0.2% smaller) but made NVFP4
+// files decode three times slower (243 -> 85 MB/s) and FP4 files pack two
+// to five times slower.
 constexpr double kScaleMixMargin = 0.002;
 // Block scale tensors are small and repeat in ways no context of the scale
 // model sees (whole rows of equal scales, periods of a flattened kernel):
@@ -333,7 +343,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // cost; it can only win by its margin where the best so far is further
     // than that above the bound (a static table too large for the plane).
     // (Order 1 can only lower the best so far: without it is the widest test.)
-    if (opt.level >= 2 && n <= kAdaptiveMax) {
+    if (opt.level >= 2 && n <= (opt.level >= kContextModelLevel ? kAdaptiveMax : kAdaptiveFastMax)) {
         const int w = contest_winner(c, n);
         const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
         // Its payload is at least order0_floor: where that cannot beat the
@@ -355,7 +365,8 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         // NVFP4 it kept the scales 0.4% / 0.6% above their order-0 bound).
         uint64_t tensor_bytes = 1;
         for (uint64_t d : whole->shape) tensor_bytes *= d;
-        if (whole->block_scales && (t == DType::U8 || t == DType::F8_E8M0 || t == DType::F8_E4M3) && opt.level >= 2 &&
+        if (whole->block_scales && (t == DType::U8 || t == DType::F8_E8M0 || t == DType::F8_E4M3) &&
+            opt.level >= kContextModelLevel &&
             n <= kScaleMixMax && whole->offset == 0 && tensor_bytes == n) {
             const int w = contest_winner(c, n);
             const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
