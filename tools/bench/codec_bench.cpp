@@ -65,13 +65,6 @@ constexpr const char* kUsage =
     "  --no-zipnn     skip ZipNN\n"
     "  --json         one JSON document on stdout instead of the table\n";
 
-std::vector<uint8_t> read_whole(const std::string& path) {
-    const ptwm::File f = ptwm::File::open_read(path);
-    std::vector<uint8_t> bytes(f.size());
-    f.read_exact(0, bytes);
-    return bytes;
-}
-
 bool is_f8(ptwm::DType d) { return d == ptwm::DType::F8_E4M3 || d == ptwm::DType::F8_E5M2; }
 
 // ---------------------------------------------------------------------------
@@ -194,7 +187,7 @@ FileResult bench_file(const std::string& path, const Options& opt, ZipnnPeer* zi
     r.name = fs::path(path).filename().string();
     const std::string suffix = ".safetensors";
     if (r.name.size() > suffix.size() && r.name.ends_with(suffix)) r.name.resize(r.name.size() - suffix.size());
-    const std::vector<uint8_t> original = read_whole(path);
+    const std::vector<uint8_t> original = ptwm::read_whole_file(path);
     r.size = original.size();
     const ptwm::SafetensorsHeader header = ptwm::read_safetensors_header(path);
 
@@ -208,7 +201,7 @@ FileResult bench_file(const std::string& path, const Options& opt, ZipnnPeer* zi
     pack_opt.encode.level = opt.level;
     r.stored = ptwm::pack_file(path, store_path, pack_opt).stored_bytes;
     const auto store = ptwm::StoreReader::open(store_path);
-    const std::vector<uint8_t> store_bytes = read_whole(store_path);
+    const std::vector<uint8_t> store_bytes = ptwm::read_whole_file(store_path);
     const auto scales = all_chunk_scales(*store);
     r.bounds = compute_bounds(*store);
     r.micro = measure_microscaling(*store);

@@ -30,13 +30,6 @@ using namespace ptwm;
 
 namespace {
 
-std::vector<uint8_t> read_whole(const std::string& path) {
-    const File f = File::open_read(path);
-    std::vector<uint8_t> bytes(f.size());
-    f.read_exact(0, bytes);
-    return bytes;
-}
-
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Chunk {
@@ -52,7 +45,7 @@ int main(int argc, char** argv) {
     std::printf("%-34s %6s %7s | %7s %7s %7s %7s %7s | MB/s: %6s %6s %6s %6s %6s %6s\n", "file", "F8 MB", "bound", "f8tab",
                 "rans0", "rans1", "f8tab4", "f8tab32", "f8tab", "rans0", "rans1", "zstd3d", "f8tab4", "f8ta32");
     for (int a = 1; a < argc; ++a) {
-        const auto file = read_whole(argv[a]);
+        const auto file = read_whole_file(argv[a]);
         const SafetensorsHeader h = parse_safetensors(file, file.size(), argv[a]);
         std::vector<Chunk> chunks;
         double bound = 0, f8_bytes = 0;

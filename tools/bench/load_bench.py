@@ -21,11 +21,12 @@ median [min..max]:
              holding safetensors)
   warm       re-read of every shard from the page cache; the 4 KiB-page
              tmpfs limit (/dev/shm) is printed beside it
-With seq, also the FUSE ceiling: the same daemon serving copies of the raw
-shards from RAM (/dev/shm, as plain files: no decoding, no disk), read
-cold through its own mount in the same rounds. No FUSE file system can read
-faster on this machine; when the raw disk is faster than the ceiling, the
-mount cannot beat it whatever its codec (see the README).
+With seq and memmap, also the FUSE ceiling: the same daemon serving copies
+of the raw shards from RAM (/dev/shm, as plain files: no decoding, no disk),
+loaded cold the same way through its own mount in the same rounds. No FUSE
+file system can load faster on this machine; when the raw disk is faster
+than the ceiling, the mount cannot beat it whatever its codec (see the
+README).
 and also: page-cache growth per cold shard read (Cached in /proc/meminfo),
 daemon peak RSS (VmHWM), daemon CPU seconds per decoded GB, mount time, and
 `ptwmfs-tool pack -j N` beside `zstd -T N -3` on the same shards. What the
@@ -347,13 +348,14 @@ def main():
                 loads.append(("safetens", safetensors_load))
 
         # The FUSE ceiling: the raw shards from RAM through the same daemon.
-        if "seq" in only:
+        ceiling_loads = {"seq", "memmap"} & only
+        if ceiling_loads:
             ceiling_dir = tempfile.mkdtemp(prefix="ptwmfs-load-ceiling-", dir="/dev/shm")
             for n in shards:
                 shutil.copyfile(os.path.join(raw_dir, n), os.path.join(ceiling_dir, n + ".bin"))
 
         def sides(name, run):
-            order = ["raw", "mount"] + (["ceiling"] if name == "seq" and ceiling_dir else [])
+            order = ["raw", "mount"] + (["ceiling"] if name in ceiling_loads and ceiling_dir else [])
             return order[run % len(order):] + order[:run % len(order)]
 
         results = {(name, side): [] for name, _ in loads for side in sides(name, 0)}
@@ -425,11 +427,13 @@ def main():
         for name, _ in loads:
             raw, mnt = results[(name, "raw")], results[(name, "mount")]
             print(f"{name:<10} {fmt(raw):>22} {fmt(mnt):>22} {statistics.median(mnt) / statistics.median(raw):>10.2f}")
-        if ("seq", "ceiling") in results:
-            ceil = results[("seq", "ceiling")]
-            print(f"FUSE ceiling (raw shards from RAM through the daemon, no decoding, cold): {fmt(ceil)} MB/s; "
-                  f"ceiling/raw {statistics.median(ceil) / statistics.median(results[('seq', 'raw')]):.2f}, "
-                  f"mount/ceiling {statistics.median(results[('seq', 'mount')]) / statistics.median(ceil):.2f}")
+        for name in ("seq", "memmap"):
+            if (name, "ceiling") not in results:
+                continue
+            ceil = results[(name, "ceiling")]
+            print(f"{name} FUSE ceiling (raw shards from RAM through the daemon, no decoding, cold): {fmt(ceil)} MB/s; "
+                  f"ceiling/raw {statistics.median(ceil) / statistics.median(results[(name, 'raw')]):.2f}, "
+                  f"mount/ceiling {statistics.median(results[(name, 'mount')]) / statistics.median(ceil):.2f}")
         if warm["mount"]:
             print(f"{'warm':<10} {fmt(warm['raw']):>22} {fmt(warm['mount']):>22} "
                   f"{statistics.median(warm['mount']) / statistics.median(warm['raw']):>10.2f}")

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace ptwm {
 
@@ -13,6 +14,9 @@ namespace ptwm {
 // `offset` got only `got` (the source ends there): the one wording of a
 // truncated read, for files and every other byte source.
 void check_read_complete(const std::string& source, uint64_t offset, size_t wanted, size_t got);
+
+// The whole file at `path` (benchmarks and tests: files that fit in memory).
+std::vector<uint8_t> read_whole_file(const std::string& path);
 
 class File {
 public:

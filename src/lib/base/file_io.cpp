@@ -11,6 +11,13 @@
 
 namespace ptwm {
 
+std::vector<uint8_t> read_whole_file(const std::string& path) {
+    const File f = File::open_read(path);
+    std::vector<uint8_t> bytes(f.size());
+    f.read_exact(0, bytes);
+    return bytes;
+}
+
 File File::open_read(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw_errno(path, "cannot open");
