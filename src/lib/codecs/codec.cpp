@@ -363,11 +363,13 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         // kTieMargin of the plane would be 2-8% of the payload, more than
         // scale-mix saves on most tensors (on the corpus's posenet MXFP4 and
         // NVFP4 it kept the scales 0.4% / 0.6% above their order-0 bound).
-        uint64_t tensor_bytes = 1;
-        for (uint64_t d : whole->shape) tensor_bytes *= d;
+        const auto is_whole_tensor = [&] {
+            uint64_t elements = 1;
+            for (uint64_t d : whole->shape) elements *= d;
+            return whole->offset == 0 && elements == n;
+        };
         if (whole->block_scales && (t == DType::U8 || t == DType::F8_E8M0 || t == DType::F8_E4M3) &&
-            opt.level >= kContextModelLevel &&
-            n <= kScaleMixMax && whole->offset == 0 && tensor_bytes == n) {
+            opt.level >= kContextModelLevel && n <= kScaleMixMax && is_whole_tensor()) {
             const int w = contest_winner(c, n);
             const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
             c.push_back({Codec::scale_mix, kScaleMixMargin * best_size / nd, 0, models::encode_scale_mix(plane, *whole)});

@@ -125,16 +125,41 @@ namespace ptwm::context {
 // and counts it as `k` observations. Both trees are updated. This cuts the
 // learning cost of many contexts: a rarely-used context codes like the
 // coarse model until it has data of its own.
+//
+// One such decision: at a fine node, started from its coarse node.
+template <class C>
+inline unsigned bit_inherit(C& c, Node& fine, Node& coarse, unsigned b, uint16_t k) {
+    if (fine.n == 0) fine.p = coarse.p, fine.n = k;
+    b = c.bit(fine, b);
+    coarse.update(b, c.table());
+    return b;
+}
+
+// A tree of `bits` levels of them (bits known only at run time).
+template <class C>
+inline unsigned tree_inherit(C& c, Node* fine, Node* coarse, unsigned sym, uint16_t k, unsigned bits) {
+    unsigned m = 1;
+    for (int i = static_cast<int>(bits) - 1; i >= 0; --i) m = (m << 1) | bit_inherit(c, fine[m], coarse[m], (sym >> i) & 1, k);
+    return m - (1u << bits);
+}
+
 template <unsigned Bits, class C>
 inline unsigned tree_inherit(C& c, Node* fine, Node* coarse, unsigned sym, uint16_t k) {
-    unsigned m = 1;
-    for (int i = Bits - 1; i >= 0; --i) {
-        Node& f = fine[m];
-        if (f.n == 0) { f.p = coarse[m].p; f.n = k; }
-        const unsigned b = c.bit(f, (sym >> i) & 1);
-        coarse[m].update(b, c.table());
-        m = (m << 1) | b;
-    }
-    return m - (1u << Bits);
+    return tree_inherit(c, fine, coarse, sym, k, Bits);
+}
+
+// Exp-Golomb (order 0) of x >= 1 in raw decisions: q ones, then a zero
+// unless q = max_q, then the q bits of x below its leading one, MSB first.
+// Returns x (what a decoder read; x itself is ignored when decoding).
+template <class C, class T>
+inline T raw_exp_golomb(C& c, T x, unsigned max_q) {
+    unsigned nb = 0;
+    if (!C::kDecoding)
+        while ((x >> (nb + 1)) != 0) ++nb;
+    unsigned q = 0;
+    while (q < max_q && c.raw(q < nb)) ++q;
+    T val = 1;
+    for (int b = static_cast<int>(q) - 1; b >= 0; --b) val = val << 1 | c.raw((x >> b) & 1);
+    return val;
 }
 }  // namespace ptwm::context

@@ -128,17 +128,7 @@ void code_scales(C& c, uint8_t* s, size_t n, uint64_t first, ScaleGeometry g) {
         Node* nd = &nodes[ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - mn) : 0) * 4];
         unsigned k = 0;
         while (k < 4 && c.bit(nd[k], u > k)) ++k;
-        if (k == 4) {  // Exp-Golomb (order 0) of u - 3 >= 1, raw bits
-            const unsigned e = u - 3;
-            unsigned nb = 0;
-            if (!C::kDecoding)
-                while ((e >> (nb + 1)) != 0) ++nb;
-            unsigned q = 0;
-            while (q < 8 && c.raw(q < nb)) ++q;
-            unsigned val = 1;
-            for (int b = static_cast<int>(q) - 1; b >= 0; --b) val = val << 1 | c.raw((e >> b) & 1);
-            k = 3 + val;
-        }
+        if (k == 4) k = 3 + context::raw_exp_golomb(c, u - 3, 8);  // u - 3 >= 1
         s[i] = static_cast<uint8_t>(mn + k);
         ctx.update(k);
     }
@@ -215,6 +205,9 @@ constexpr unsigned kMixLevelCtx = 2 * kMixNear + 2;  // none, level in -6..6
 constexpr unsigned kMixUnary = 12;                   // adaptive unary decisions a side
 constexpr unsigned kMixNodes = 2 * kMixUnary + 1;    // sign + both sides
 constexpr uint16_t kMixInherit = 2;                  // a fresh fine node counts its coarse node as 2 observations
+// Mode 2's row length is at most kMaxTable = 2^20: its Elias-gamma prefix
+// has at most 20 ones (21 lets a decoder see a longer one, and refuse it).
+constexpr unsigned kMixRowPrefixMax = 21;
 // The encoder codes mode 2 with this many row lengths, the best estimates,
 // on tensors up to kMixSearchAll scales (and every split and rate table);
 // with one above.
@@ -290,13 +283,7 @@ void code_scale_mix(C& c, uint8_t* s, size_t n, uint64_t first, const MixParams&
         const int d = static_cast<int>(center) - 127;
         const unsigned neg = c.raw(d < 0);
         const unsigned x = C::kDecoding ? 0 : static_cast<unsigned>(d < 0 ? -d : d) + 1;  // 1..128
-        unsigned nb = 0;
-        if (!C::kDecoding)
-            while ((x >> (nb + 1)) != 0) ++nb;
-        unsigned q = 0;
-        while (q < 7 && c.raw(q < nb)) ++q;
-        unsigned val = 1;
-        for (int b = static_cast<int>(q) - 1; b >= 0; --b) val = val << 1 | c.raw((x >> b) & 1);
+        const unsigned val = context::raw_exp_golomb(c, x, 7);
         const int back = neg ? 127 - static_cast<int>(val - 1) : 127 + static_cast<int>(val - 1);
         center = static_cast<unsigned>(back) & 255;
     } else {
@@ -315,43 +302,18 @@ void code_scale_mix(C& c, uint8_t* s, size_t n, uint64_t first, const MixParams&
         const unsigned lev = level.context(center, m);
         Node* f = &fine[(left * kMixLevelCtx + lev) * kMixNodes];
         Node* co = &coarse[left * kMixNodes];
-        auto bit = [&](unsigned k, unsigned b) {
-            Node& fn = f[k];
-            if (fn.n == 0) fn.p = co[k].p, fn.n = kMixInherit;
-            b = c.bit(fn, b);
-            co[k].update(b, c.table());
-            return b;
-        };
+        auto bit = [&](unsigned k, unsigned b) { return context::bit_inherit(c, f[k], co[k], b, kMixInherit); };
         const unsigned neg = bit(0, z < 0);
         const unsigned a = C::kDecoding ? 0 : static_cast<unsigned>(neg ? -z - 1 : z);
         unsigned k = 0;
         while (k < kMixUnary && bit(1 + neg * kMixUnary + k, a > k)) ++k;
-        if (k == kMixUnary) {  // Exp-Golomb (order 0) of a - 11 >= 1, raw bits
-            const unsigned x = a - kMixUnary + 1;
-            unsigned nb = 0;
-            if (!C::kDecoding)
-                while ((x >> (nb + 1)) != 0) ++nb;
-            unsigned q = 0;
-            while (q < 8 && c.raw(q < nb)) ++q;
-            unsigned val = 1;
-            for (int b = static_cast<int>(q) - 1; b >= 0; --b) val = val << 1 | c.raw((x >> b) & 1);
-            k = kMixUnary - 1 + val;
-        }
+        if (k == kMixUnary) k = kMixUnary - 1 + context::raw_exp_golomb(c, a - kMixUnary + 1, 8);  // a - 11 >= 1
         const int zz = neg ? -static_cast<int>(k) - 1 : static_cast<int>(k);
         const unsigned h = static_cast<unsigned>(static_cast<int>(center) + zz) & hmask;
         unsigned low = 0;
         if (m) {
             const auto zc = static_cast<unsigned>(std::clamp(zz, -kMixNear, kMixNear) + kMixNear);
-            Node* lf = &low_fine[zc * 8];
-            unsigned t = 1;
-            for (int b = static_cast<int>(m) - 1; b >= 0; --b) {
-                Node& fn = lf[t];
-                if (fn.n == 0) fn.p = low_coarse[t].p, fn.n = kMixInherit;
-                const unsigned bt = c.bit(fn, (v >> b) & 1);
-                low_coarse[t].update(bt, c.table());
-                t = t << 1 | bt;
-            }
-            low = t - (1u << m);
+            low = context::tree_inherit(c, &low_fine[zc * 8], low_coarse.data(), v & ((1u << m) - 1), kMixInherit, m);
         }
         s[i] = static_cast<uint8_t>(h << m | low);
         level.update(s[i]);
@@ -418,13 +380,7 @@ std::vector<uint8_t> scale_mix_payload(std::span<const uint8_t> in, uint64_t fir
     if (e.raw(p.low_bits != 0))
         for (int b = 1; b >= 0; --b) e.raw(((p.low_bits - 1) >> b) & 1);
     e.raw(p.rates);
-    if (p.mode == 2) {
-        unsigned nb = 0;
-        while ((p.row >> (nb + 1)) != 0) ++nb;
-        for (unsigned k = 0; k < nb; ++k) e.raw(1);
-        e.raw(0);
-        for (int b = static_cast<int>(nb) - 1; b >= 0; --b) e.raw((p.row >> b) & 1);
-    }
+    if (p.mode == 2) context::raw_exp_golomb(e, p.row, kMixRowPrefixMax);  // Elias-gamma
     std::vector<uint8_t> x(in.begin(), in.end());
     code_scale_mix(e, x.data(), x.size(), first, p);
     return e.finish();
@@ -752,11 +708,8 @@ void decode_scale_mix(std::span<const uint8_t> payload, std::span<uint8_t> out, 
     d.set_table(kMixRates[p.rates]);
     if (p.mode > 2) throw CorruptData("scale-mix: unknown mode");
     if (p.mode == 2) {
-        unsigned nb = 0;
-        while (nb < 21 && d.raw()) ++nb;  // the encoder's rows are below kMaxTable = 2^20
-        uint64_t row = 1;
-        for (unsigned k = 0; k < nb; ++k) row = row << 1 | d.raw();
-        // ... and shorter than the chunk.
+        const uint64_t row = context::raw_exp_golomb(d, uint64_t{0}, kMixRowPrefixMax);
+        // The encoder's rows are at most kMaxTable and shorter than the chunk.
         if (row < 2 || row >= out.size() || row > kMaxTable || row > tensor_extent(layout, out.size()))
             throw CorruptData("scale-mix: bad row length");
         p.row = row;

@@ -54,16 +54,18 @@ std::vector<uint8_t> planned_chunk_scales(const SafetensorsHeader& h, const Plan
 std::vector<PlannedChunk> plan_chunks(const SafetensorsHeader& h, uint32_t chunk_bytes, const SourceReader& read) {
     std::vector<PlannedChunk> plan;
     std::vector<uint8_t> sample;
-    // Scale tensors of FP4 pairs: their chunks may try the scale coders.
+    // Each tensor's scale pair, found once; the scale tensors of FP4 pairs
+    // (a pair's scales may come before its blocks) may try the scale coders.
+    std::vector<std::optional<ScalePair>> pairs(h.tensors.size());
     std::vector<bool> is_scales(h.tensors.size());
     for (uint32_t t = 0; t < h.tensors.size(); ++t)
-        if (const auto pair = find_scale_pair(h, t)) is_scales[pair->scale_tensor] = true;
+        if ((pairs[t] = find_scale_pair(h, t))) is_scales[pairs[t]->scale_tensor] = true;
     for (uint32_t t = 0; t < h.tensors.size(); ++t) {
         const TensorInfo& info = h.tensors[t];
         if (info.size() == 0) continue;
         std::vector<Decomposition> candidates(dtype_info(info.dtype).candidates.begin(),
                                               dtype_info(info.dtype).candidates.end());
-        const auto pair = find_scale_pair(h, t);
+        const auto& pair = pairs[t];
         std::vector<uint8_t> scales;
         if (pair) {
             candidates.assign(std::begin(kFp4Chains), std::end(kFp4Chains));
