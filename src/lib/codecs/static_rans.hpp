@@ -97,23 +97,23 @@ private:
 class BitReader {
 public:
     explicit BitReader(std::span<const uint8_t> in) : in_(in) {}
-    // bits <= 32. The bytes the bits span at once, not bit by bit: decoders
-    // read a chunk's tables before every chunk.
+    // bits <= 32. Eight bytes at once where the payload has them (decoders
+    // read a chunk's tables before every chunk: on posenet's FP8 file,
+    // reading them bit by bit was 5% of the decode time).
     uint32_t get(unsigned bits) {
         if (bits == 0) return 0;
         if (at_ + bits > in_.size() * 8) throw CorruptData("static rANS: tables run past the payload");
-        const size_t first = at_ >> 3;
-        const unsigned skip = at_ & 7, span = (skip + bits + 7) / 8;
-        uint64_t w = 0;
-        for (unsigned k = 0; k < span; ++k) w |= uint64_t{in_[first + k]} << (8 * k);
+        const uint32_t v = static_cast<uint32_t>(peek() & ((uint64_t{1} << bits) - 1));
         at_ += bits;
-        return static_cast<uint32_t>((w >> skip) & ((uint64_t{1} << bits) - 1));
+        return v;
     }
+    // Exp-Golomb of order k: q ones, a zero, then q + k bits.
     uint32_t exp_golomb(unsigned k) {
-        unsigned q = 0;
-        while (get(1)) {
-            if (++q > 24) throw CorruptData("static rANS: bad table code");
-        }
+        const uint64_t w = peek();
+        const auto q = static_cast<unsigned>(std::countr_one(w));
+        if (q > 24) throw CorruptData("static rANS: bad table code");
+        if (at_ + q + 1 > in_.size() * 8) throw CorruptData("static rANS: tables run past the payload");
+        at_ += q + 1;
         const unsigned nb = q + k;
         return static_cast<uint32_t>(((uint64_t{1} << nb) | get(nb)) - (1u << k));
     }
@@ -121,6 +121,23 @@ public:
     size_t bytes_used() const { return (at_ + 7) / 8; }
 
 private:
+    // The next bits from at_ on: at least 57 where the payload has them,
+    // zeros past its end (callers check the length they take).
+    uint64_t peek() const {
+        const size_t first = at_ >> 3;
+        uint64_t w = 0;
+        if (first + 8 <= in_.size()) {
+            std::memcpy(&w, in_.data() + first, 8);
+            w = le64(w);
+        } else {
+            for (size_t k = 0; first + k < in_.size(); ++k) w |= uint64_t{in_[first + k]} << (8 * k);
+        }
+        return w >> (at_ & 7);
+    }
+    static uint64_t le64(uint64_t w) {
+        if constexpr (std::endian::native == std::endian::big) return __builtin_bswap64(w);
+        return w;
+    }
     std::span<const uint8_t> in_;
     size_t at_ = 0;
 };
@@ -147,39 +164,47 @@ inline unsigned bits_for(unsigned alphabet) { return static_cast<unsigned>(std::
 // damaged input: no present symbol).
 inline bool normalize(Table& t, unsigned prec) {
     static constexpr uint64_t kQuarter[4] = {65536, 77936, 92682, 110218};  // 2^16 * 2^(r/4), rounded
-    auto weight = [&](unsigned s) { return kQuarter[(t.code[s] - 1) & 3] << ((t.code[s] - 1) >> 2); };
+    auto weight = [](unsigned code) { return kQuarter[(code - 1) & 3] << ((code - 1) >> 2); };
     const uint32_t total = 1u << prec;
     t.freq.assign(t.alphabet, 0);
     t.cum.assign(t.alphabet, 0);
+    // A frequency depends on the code only, so everything is counted per
+    // code (a table has some 60 codes for up to 256 symbols): the decoder
+    // normalises every table of every chunk, and this is a third of its
+    // set-up.
+    std::array<uint16_t, 256> count{};
+    for (unsigned s = 0; s < t.alphabet; ++s) ++count[t.code[s]];
+    // (Codes above kMaxCode are never read nor made; only they could wrap.)
     uint64_t sum = 0;
-    std::array<uint8_t, 256> order;
     unsigned present = 0;
-    for (unsigned s = 0; s < t.alphabet; ++s)
-        if (t.code[s]) sum += weight(s), order[present++] = static_cast<uint8_t>(s);
-    if (sum == 0 || present > total) return false;
-    int64_t diff = total;
-    // A frequency depends on the code only: one division a distinct code
-    // (a table has some 60 codes for up to 256 symbols).
+    for (unsigned c = 1; c <= kMaxCode; ++c) sum += count[c] * weight(c), present += count[c];
+    if (sum == 0 || present > total || present != t.alphabet - count[0]) return false;
     std::array<uint32_t, 256> by_code{};
-    for (unsigned k = 0; k < present; ++k) {
-        const unsigned s = order[k];
-        uint32_t& f = by_code[t.code[s]];
-        if (!f) f = static_cast<uint32_t>(std::max<uint64_t>(1, (weight(s) * total + sum / 2) / sum));
-        t.freq[s] = f;
-        diff -= t.freq[s];
-    }
+    int64_t diff = total;
+    for (unsigned c = 1; c <= kMaxCode; ++c)
+        if (count[c]) {
+            by_code[c] = static_cast<uint32_t>(std::max<uint64_t>(1, (weight(c) * total + sum / 2) / sum));
+            diff -= int64_t{count[c]} * by_code[c];
+        }
+    for (unsigned s = 0; s < t.alphabet; ++s) t.freq[s] = by_code[t.code[s]];
     if (diff != 0) {
-        auto before = [&](uint8_t a, uint8_t b) { return t.freq[a] != t.freq[b] ? t.freq[a] > t.freq[b] : a < b; };
-        // The walk below reaches only the first |diff| symbols of the order
-        // when that many have a frequency above 1 (always when diff > 0 and
-        // |diff| <= present): sorting just those is the same order there (a
-        // strict total order) at a fraction of the cost -- the decoder
-        // normalises every table of every chunk, and |diff| is mostly a few.
-        const auto head = static_cast<unsigned>(std::min<int64_t>(diff > 0 ? diff : -diff, present));
-        std::partial_sort(order.begin(), order.begin() + head, order.begin() + present, before);
-        const bool head_enough = diff > 0 ? head == static_cast<unsigned>(diff) : t.freq[order[head - 1]] > 1 && head == -diff;
-        if (!head_enough) std::sort(order.begin(), order.begin() + present, before);
-        for (unsigned k = 0; diff != 0; k = (k + 1) % present) {
+        // The order, by counting: a frequency never falls as its code rises,
+        // so codes from the top down, those of one frequency taken together
+        // (rank), give frequency order; within a rank, symbols in order.
+        std::array<uint16_t, 257> rank_start{};  // then: each rank's next place
+        std::array<uint8_t, 256> rank{};
+        unsigned ranks = 0;
+        for (unsigned c = kMaxCode, last = 0; c >= 1; --c) {
+            if (!count[c]) continue;
+            if (ranks == 0 || by_code[c] != last) ++ranks, last = by_code[c];
+            rank[c] = static_cast<uint8_t>(ranks - 1);
+            rank_start[ranks] = static_cast<uint16_t>(rank_start[ranks] + count[c]);
+        }
+        for (unsigned r = 1; r <= ranks; ++r) rank_start[r] = static_cast<uint16_t>(rank_start[r] + rank_start[r - 1]);
+        std::array<uint8_t, 256> order;
+        for (unsigned s = 0; s < t.alphabet; ++s)
+            if (t.code[s]) order[rank_start[rank[t.code[s]]]++] = static_cast<uint8_t>(s);
+        for (unsigned k = 0; diff != 0; k = k + 1 == present ? 0 : k + 1) {
             uint32_t& f = t.freq[order[k]];
             if (diff > 0) ++f, --diff;
             else if (f > 1) --f, ++diff;
