@@ -253,6 +253,39 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
 }
 
 // E5M2 kernels take the same tables: any byte is a magnitude and a sign.
+// The SIMD encoder (AVX-512, 16 states a vector, exact quotients from double
+// division) must write the byte-by-byte encoder's bytes: every layout it
+// serves, class counts, row classes, precisions up to 15 bits (the wide
+// layout's), lengths around whole rounds, offsets inside rows. On CPUs
+// without AVX-512 both runs are the byte-by-byte encoder.
+TEST(F8Tables, SimdEncoderWritesTheScalarEncodersBytes) {
+    const auto kernel = fp8_kernel(1400, 96, 11);
+    std::vector<uint8_t> any(70000);
+    std::mt19937 rng(12);
+    for (auto& b : any) b = static_cast<uint8_t>(rng());  // flat: frequencies of 1 and renormalisation everywhere
+    const std::vector<uint64_t> shape = {1400, 96}, flat = {70000};
+    for (const auto& [bytes, sh] : {std::pair{std::span<const uint8_t>(kernel), shape}, std::pair{std::span<const uint8_t>(any), flat}})
+        for (size_t len : {size_t{31}, size_t{64}, size_t{65}, size_t{2048}, size_t{4097}, size_t{65536}})
+            for (uint64_t offset : {uint64_t{0}, uint64_t{96 * 7 + 40}})
+                for (unsigned log2k = 0; log2k <= 3; ++log2k)
+                    for (unsigned prec : {10u, 12u, 15u})
+                        for (int layout = 0; layout < 4; ++layout) {  // wide; state signs 32, 64; rows
+                            const bool state_signs = layout > 0, rows = layout == 3;
+                            if ((state_signs && prec > 12) || (rows && (!log2k || sh.size() != 2))) continue;
+                            const auto in = bytes.subspan(offset, len);
+                            const TensorLayout where{sh, offset, DType::F8_E4M3, {}};
+                            const f8tables::Choice choice{log2k, prec, false, true, state_signs, layout >= 2, rows};
+                            f8tables::allow_simd(true);
+                            const auto simd = f8tables::encode_with(in, where, choice);
+                            f8tables::allow_simd(false);
+                            const auto scalar = f8tables::encode_with(in, where, choice);
+                            f8tables::allow_simd(true);
+                            ASSERT_EQ(simd, scalar) << "len " << len << " offset " << offset << " classes " << (1 << log2k)
+                                                    << " prec " << prec << " layout " << layout;
+                            expect_round_trip(in, simd, "SIMD encoder");
+                        }
+}
+
 TEST(F8Tables, E5M2ColumnsOfDifferentScaleCodeBelowTheOrder0BoundToo) {
     auto kernel = fp8_kernel(512, 128, 7);
     // E4M3 -> E5M2 by value would need rounding; bytes of a like shape do:

@@ -258,6 +258,23 @@ double estimated_magnitude_bits(const Plan& p, unsigned log2k) {
     return bits;
 }
 
+#ifdef PTWM_F8_WIDE_AVX512
+// 2: any SIMD the CPU has; 1: AVX2 at most; 0: none (tests).
+std::atomic<int> g_simd_allowed{2};
+
+bool has_avx512() {
+    static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                            __builtin_cpu_supports("avx512vl");
+    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 2;
+}
+
+bool has_avx2() {
+    static const bool yes = __builtin_cpu_supports("avx2");
+    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 1;
+}
+
+#endif
+
 // Raw sign bits: bit i % 8 of byte i / 8 is byte i's sign.
 void pack_signs(std::span<const uint8_t> in, uint8_t* signs) {
     size_t i = 0;
@@ -272,13 +289,71 @@ void pack_signs(std::span<const uint8_t> in, uint8_t* signs) {
     for (; i < in.size(); ++i) signs[i / 8] |= static_cast<uint8_t>((in[i] >> 7) << (i % 8));
 }
 
+#ifdef PTWM_F8_WIDE_AVX512
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// code_bytes' whole rounds of Lanes bytes (raw signs), back to front from
+// round `rounds` - 1, 16 states a vector: the same words as put() byte by
+// byte. One gather a vector of the symbol's frequency and start
+// (fc: f | cum << 16 per table slot of sym); the quotient x / f, which put()
+// takes from a reciprocal, comes exact from a double division (x < 2^31,
+// f <= 2^15: a quotient is never within 2^-15 of an integer above it, far
+// more than a double's rounding), so the states and words are put()'s.
+// The words of the states that renormalise are stored compressed, in lane
+// order, below the cursor. Byte by byte, the encoder's 64 states lived in
+// memory and it coded at about 3 ns a byte: a third of the FP8 pack time.
+template <bool Classes, size_t Lanes>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) uint8_t* encode_rounds_avx512(
+    const uint8_t* bytes, const uint32_t* fc, const uint8_t* cls_ext, uint64_t period, uint64_t phase, unsigned prec,
+    size_t rounds, std::array<uint32_t, Lanes>& x, uint8_t* p) {
+    constexpr int V = Lanes / 16;
+    __m512i xv[V];
+    for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_si512(x.data() + 16 * v);
+    const __m128i max_shift = _mm_cvtsi32_si128(static_cast<int>(31 - prec));
+    const __m512i total = _mm512_set1_epi32(static_cast<int>(1u << prec));
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF), lo7 = _mm512_set1_epi32(0x7F);
+    for (size_t r = rounds; r-- > 0;) {
+        const size_t i = r * Lanes;
+        const uint64_t j = Classes ? (phase + i) % period : 0;
+        for (int v = V; v-- > 0;) {
+            __m512i idx = _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + i + 16 * v))), lo7);
+            if constexpr (Classes) {
+                const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cls_ext + j + 16 * v)));
+                idx = _mm512_add_epi32(idx, _mm512_slli_epi32(c, 7));
+            }
+            const __m512i e = _mm512_i32gather_epi32(idx, fc, 4);
+            const __m512i f = _mm512_and_si512(e, lo16), cum = _mm512_srli_epi32(e, 16);
+            const __mmask16 m = _mm512_cmpge_epu32_mask(xv[v], _mm512_sll_epi32(f, max_shift));
+            const unsigned n = static_cast<unsigned>(__builtin_popcount(m));
+            p -= 2 * n;
+            _mm256_mask_storeu_epi16(p, static_cast<__mmask16>((1u << n) - 1),
+                                     _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(m, xv[v])));
+            const __m512i y = _mm512_mask_srli_epi32(xv[v], m, xv[v], 16);
+            const __m512d f0 = _mm512_cvtepu32_pd(_mm512_castsi512_si256(f)), f1 = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(f, 1));
+            const __m512d y0 = _mm512_cvtepu32_pd(_mm512_castsi512_si256(y)), y1 = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(y, 1));
+            const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvttpd_epu32(_mm512_div_pd(y0, f0))),
+                                                 _mm512_cvttpd_epu32(_mm512_div_pd(y1, f1)), 1);
+            // x' = q * 2^prec + (y - q f) + cum
+            xv[v] = _mm512_add_epi32(_mm512_add_epi32(y, cum), _mm512_mullo_epi32(q, _mm512_sub_epi32(total, f)));
+        }
+    }
+    for (int v = 0; v < V; ++v) _mm512_storeu_si512(x.data() + 16 * v, xv[v]);
+    return p;
+}
+#pragma GCC diagnostic pop
+#endif
+
 // The rANS pass, back to front (the decoder reads front to back), each
 // byte's sign after its magnitude when coded. sym: 128 symbols a table,
 // table 0 the sign's; cls: each column's table.
 // start: the states the coding starts from (kLow, or 2^30 + sign bits).
+// fc: the tables' slots for encode_rounds_avx512 (may be empty without
+// it); cls holds period + Lanes classes there, the first again at the end.
 template <bool CodedSigns, bool Classes, size_t Lanes = srans::kLanes>
 void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymbol>& sym, const std::vector<uint8_t>& cls,
-                uint64_t period, uint64_t phase, const std::array<uint32_t, Lanes>& start, std::vector<uint8_t>& out) {
+                uint64_t period, uint64_t phase, const std::array<uint32_t, Lanes>& start, std::vector<uint8_t>& out,
+                const std::vector<uint32_t>& fc = {}, unsigned prec = 0) {
     const size_t n = in.size();
     // Two more words a state: a start state above 2^16 moves one word out
     // at its first symbol.
@@ -305,6 +380,14 @@ void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymb
     };
     size_t i = n;
     while (i % Lanes) --i, code(x[i % Lanes], i);
+#ifdef PTWM_F8_WIDE_AVX512
+    if constexpr (!CodedSigns && Lanes % 16 == 0) {
+        if (!fc.empty() && has_avx512()) {
+            p = encode_rounds_avx512<Classes, Lanes>(bytes, fc.data() + 128, cl, period, phase, prec, i / Lanes, x, p);
+            i = 0;
+        }
+    }
+#endif
     if constexpr (Lanes == 4) {
         for (; i; i -= 4) {  // four bytes a round, one per state: four chains to overlap
             code(x[3], i - 1);
@@ -400,17 +483,32 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
     start.fill(srans::kLow);
     std::array<uint32_t, kWideLanes> wide_start;
     wide_start.fill(srans::kLow);
+    // The SIMD encoder's slots (f | cum << 16, table by table) and classes
+    // (a round's classes loaded without a wrap: the first state_lanes again
+    // at the end).
+    std::vector<uint32_t> fc;
+#ifdef PTWM_F8_WIDE_AVX512
+    if (ch.wide && has_avx512()) {
+        fc.assign((t.size() + first) * 128, 0);
+        for (size_t q = 0; q < t.size(); ++q)
+            for (size_t v = 0; v < 128 && t[q].used; ++v)
+                fc[(q + first) * 128 + v] = t[q].freq[v] | t[q].cum[v] << 16;
+        const size_t period_classes = cls.size();
+        cls.resize(period_classes + state_lanes);
+        for (size_t k = 0; k < state_lanes; ++k) cls[period_classes + k] = cls[k % period_classes];
+    }
+#endif
     if (ch.sixty_four) {
-        if (ch.log2_classes) code_bytes<false, true, 64>(in, sym, cls, period, phase, state_start, out);
-        else code_bytes<false, false, 64>(in, sym, cls, period, phase, state_start, out);
+        if (ch.log2_classes) code_bytes<false, true, 64>(in, sym, cls, period, phase, state_start, out, fc, ch.prec);
+        else code_bytes<false, false, 64>(in, sym, cls, period, phase, state_start, out, fc, ch.prec);
     } else if (ch.state_signs) {
         std::array<uint32_t, 32> start32;
         std::copy_n(state_start.begin(), 32, start32.begin());
-        if (ch.log2_classes) code_bytes<false, true, 32>(in, sym, cls, period, phase, start32, out);
-        else code_bytes<false, false, 32>(in, sym, cls, period, phase, start32, out);
+        if (ch.log2_classes) code_bytes<false, true, 32>(in, sym, cls, period, phase, start32, out, fc, ch.prec);
+        else code_bytes<false, false, 32>(in, sym, cls, period, phase, start32, out, fc, ch.prec);
     } else if (ch.wide) {
-        if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, cls, period, phase, wide_start, out);
-        else code_bytes<false, false, kWideLanes>(in, sym, cls, period, phase, wide_start, out);
+        if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec);
+        else code_bytes<false, false, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec);
     } else if (ch.log2_classes) {
         if (ch.coded_signs) code_bytes<true, true>(in, sym, cls, period, phase, start, out);
         else code_bytes<false, true>(in, sym, cls, period, phase, start, out);
@@ -582,20 +680,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
     return i;
 }
 #pragma GCC diagnostic pop
-
-// 2: any SIMD the CPU has; 1: AVX2 at most; 0: none (tests).
-std::atomic<int> g_simd_allowed{2};
-
-bool has_avx512() {
-    static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                            __builtin_cpu_supports("avx512vl");
-    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 2;
-}
-
-bool has_avx2() {
-    static const bool yes = __builtin_cpu_supports("avx2");
-    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 1;
-}
 
 // For 8 states of which those in mask m renormalise: per state, which of
 // the next 8 words it takes (the number of set bits below it).
