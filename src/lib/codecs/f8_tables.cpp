@@ -654,12 +654,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
     const uint8_t* symbol = w.symbol.data();
     const uint8_t* p = d.p;
     const uint8_t* const end = d.end;
+    const uint64_t column_step = 32 % period;  // the column a round moves on by
     size_t i = 0;
     for (; i + 32 <= n && end - p >= 64; i += 32) {
         const __m512i c0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cls_ext + j)));
         const __m512i c1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cls_ext + j + 16)));
-        j += 32;
-        if (j >= period) j %= period;
+        j += column_step;  // (j + 32) mod period, without a division
+        if (j >= period) j -= period;
         const __m512i i0 = _mm512_or_si512(_mm512_sll_epi32(c0, sh), _mm512_and_si512(x0, mask));
         const __m512i i1 = _mm512_or_si512(_mm512_sll_epi32(c1, sh), _mm512_and_si512(x1, mask));
         const __m512i e0 = _mm512_i32gather_epi32(i0, step, 4), e1 = _mm512_i32gather_epi32(i1, step, 4);
@@ -715,6 +716,7 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     const uint8_t* p = d.p;
     const uint8_t* const end = d.end;
+    const uint64_t step = Lanes % period;  // the column a round moves on by
     size_t i = 0;
     for (; i + Lanes <= n && end - p >= static_cast<std::ptrdiff_t>(2 * Lanes); i += Lanes) {
         __m256i e[V];
@@ -728,8 +730,8 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
             e[v] = _mm256_i32gather_epi32(reinterpret_cast<const int*>(words), idx, 4);
         }
         if constexpr (Classes) {
-            j += Lanes;
-            if (j >= period) j %= period;
+            j += step;  // (j + Lanes) mod period, without a division
+            if (j >= period) j -= period;
         }
         for (int v = 0; v < V; ++v) {
             const __m256i f = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(e[v], 7), f12), one);
@@ -840,6 +842,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_state_signs_a
     const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
     const uint8_t* p = d.p;
     const uint8_t* const end = d.end;
+    const uint64_t step = Lanes % period;  // the column a round moves on by
     size_t i = 0;
     for (; i + Lanes <= n && end - p >= static_cast<std::ptrdiff_t>(2 * Lanes); i += Lanes) {
         __m512i e[V];
@@ -853,8 +856,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_state_signs_a
             e[v] = _mm512_i32gather_epi32(idx, words, 4);
         }
         if constexpr (Classes) {
-            j += Lanes;
-            if (j >= period) j %= period;
+            j += step;  // (j + Lanes) mod period, without a division
+            if (j >= period) j -= period;
         }
         __mmask16 m[V];
         for (int v = 0; v < V; ++v) {
@@ -901,6 +904,7 @@ size_t decode_state_signs_rounds(const uint32_t* words, const uint8_t* cls_ext, 
     auto x = d.x;  // a local copy: stores to `out` could alias d's members
     const uint8_t* p = d.p;
     const uint8_t* const end = d.end;
+    const uint64_t step = Lanes % period;  // the column a round moves on by
     size_t i = 0;
     for (; i + Lanes <= n && end - p >= static_cast<std::ptrdiff_t>(2 * Lanes); i += Lanes) {
         for (size_t g = 0; g < Lanes; g += 4) {
@@ -924,8 +928,8 @@ size_t decode_state_signs_rounds(const uint32_t* words, const uint8_t* cls_ext, 
             p += at[3] + 2 * in[3];
         }
         if constexpr (Classes) {
-            j += Lanes;
-            if (j >= period) j %= period;
+            j += step;  // (j + Lanes) mod period, without a division
+            if (j >= period) j -= period;
         }
     }
     d.x = x;
