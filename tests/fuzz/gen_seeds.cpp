@@ -317,5 +317,19 @@ int main(int argc, char** argv) {
             write_plane_seed(out + "/planes/codec_f8_tables_" + name + "_scalar", e, payload, 2);
         }
     }
+    // Coded signs that are all the same (block scales, bytes below 128): the
+    // decoder takes its raw-sign loop with equal signs.
+    {
+        std::vector<uint8_t> positive(fp8.size());
+        for (size_t i = 0; i < fp8.size(); ++i) positive[i] = fp8[i] & 0x7F;
+        ptwm::ChunkEntry e;
+        e.decomposition = ptwm::Decomposition::stream;
+        e.plane_count = 1;
+        e.original_length = static_cast<uint32_t>(positive.size());
+        e.codec[0] = ptwm::Codec::f8_tables;
+        const auto payload = ptwm::f8tables::encode_with(positive, {shape, 0, ptwm::DType::F8_E4M3, {}}, {1, 10, true});
+        e.payload_length[0] = static_cast<uint32_t>(payload.size());
+        write_plane_seed(out + "/planes/codec_f8_tables_constant_signs", e, payload);
+    }
     return 0;
 }

@@ -286,6 +286,40 @@ TEST(F8Tables, SimdEncoderWritesTheScalarEncodersBytes) {
                         }
 }
 
+// Bytes of one sign (block scales, exponents below 128; or all negative)
+// with coded signs: the sign symbol holds every slot, and the decoder takes
+// the raw-sign loop with the signs all equal. Every class count, lengths
+// around its rounds of four, and flipped bytes still refused or decoded
+// without a crash.
+TEST(F8Tables, ConstantCodedSignsRoundTrip) {
+    const auto kernel = fp8_kernel(300, 64, 13);
+    for (uint8_t sign : {uint8_t{0}, uint8_t{0x80}}) {
+        std::vector<uint8_t> same(kernel.size());
+        for (size_t i = 0; i < kernel.size(); ++i) same[i] = static_cast<uint8_t>((kernel[i] & 0x7F) | sign);
+        const std::vector<uint64_t> shape = {300, 64};
+        for (size_t len : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{1001}, same.size()})
+            for (unsigned log2k = 0; log2k <= 3; ++log2k)
+                for (unsigned prec : {10u, 14u}) {
+                    const auto in = std::span<const uint8_t>(same).first(len);
+                    const auto payload = f8tables::encode_with(in, {shape, 0, DType::F8_E4M3, {}}, {log2k, prec, true});
+                    expect_round_trip(in, payload, "one sign, coded");
+                }
+        // The encoder's own choice for such bytes: coded signs.
+        const auto chosen = f8tables::encode(same, {shape, 0, DType::F8_E4M3, {}});
+        EXPECT_TRUE(chosen[0] & 4) << "coded signs for bytes of one sign";
+        expect_round_trip(same, chosen, "encoder's choice, one sign");
+        std::vector<uint8_t> out(same.size());
+        for (size_t at = 0; at < chosen.size(); at += 7) {
+            auto bad = chosen;
+            bad[at] ^= 0x5A;
+            try {
+                f8tables::decode(bad, out);
+            } catch (const CorruptData&) {
+            }
+        }
+    }
+}
+
 TEST(F8Tables, E5M2ColumnsOfDifferentScaleCodeBelowTheOrder0BoundToo) {
     auto kernel = fp8_kernel(512, 128, 7);
     // E4M3 -> E5M2 by value would need rounding; bytes of a like shape do:
