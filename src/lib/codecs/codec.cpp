@@ -255,12 +255,36 @@ bool cannot_change_outcome(std::span<const Contender> c, size_t at, double margi
 // states (each carries at most 16 bits beyond its initial value), the
 // order-1 entropy of the bytes (less what the three interleaved streams'
 // starts, coded in context 0, can save) and a frequency table with at
-// least one byte per distinct (previous, byte) pair (tables of at most 16
-// symbols are never compressed: they stay under htscodecs' 1000 bytes).
+// least one byte per distinct (previous, byte) pair -- where the table
+// stays uncompressed: htscodecs compresses only tables over 1000 bytes,
+// which tables of at most 16 symbols never are, and larger alphabets are
+// checked against an upper bound on the table (rans1_table_bound).
 // The order-1 encoder costs some 20 us a call whatever the plane's size
 // (a 256 KiB table cleared, 1 MiB of symbols set up), more than all the
 // other candidates on the small planes it is tried on, where it almost
-// never wins: the bound lets the contest skip it.
+// never wins: the bound lets the contest skip it. (Up to 16 symbols only,
+// it let the order-1 encoder run on every E4M3 scale tensor of the NVFP4
+// files -- 17-47 symbols, never a win, 9 ms of esrgan NVFP4's pack.)
+constexpr unsigned kRans1FloorSymbols = 64;
+constexpr size_t kRans1PlainTableMax = 1000;
+
+// At most how many bytes htscodecs' uncompressed order-1 table takes: a
+// flag byte, the alphabet (symbol 0 always in it; at most two bytes a
+// symbol and an end byte), then per context (those that precede a byte,
+// and 0, which also codes the interleaved streams' starts) one entry per
+// alphabet symbol: a frequency of at most 4096 (two varint bytes) or a
+// run of zeros (two bytes a run, and a run between two frequencies).
+// `successors`: per symbol, how many distinct bytes follow it, context 0's
+// starts included; `zero_starts`: those of context 0 where the plane has
+// no zero byte.
+size_t rans1_table_bound(std::span<const unsigned> successors, unsigned zero_starts) {
+    const size_t alphabet = successors.size() + (zero_starts ? 1 : 0);
+    size_t bytes = 1 + 2 * alphabet + 1;
+    for (unsigned nz : successors) bytes += std::min(2 * alphabet, size_t{4} * nz + 2);
+    if (zero_starts) bytes += std::min(2 * alphabet, size_t{4} * zero_starts + 2);
+    return bytes;
+}
+
 double rans1_floor(std::span<const uint8_t> plane) {
     const size_t n = plane.size();
     std::array<uint8_t, 256> index;
@@ -268,23 +292,30 @@ double rans1_floor(std::span<const uint8_t> plane) {
     unsigned symbols = 0;
     for (uint8_t b : plane)
         if (index[b] == 0xFF) {
-            if (symbols == 16) return 17;  // the table might be compressed: no bound here
+            if (symbols == kRans1FloorSymbols) return 17;  // no bound here
             index[b] = static_cast<uint8_t>(symbols++);
         }
-    std::array<uint32_t, 16 * 16> pair{};
-    for (size_t i = 1; i < n; ++i) ++pair[index[plane[i - 1]] * 16u + index[plane[i]]];
+    thread_local std::array<uint32_t, kRans1FloorSymbols * kRans1FloorSymbols> pair;
+    for (unsigned a = 0; a < symbols; ++a) std::fill_n(pair.begin() + a * kRans1FloorSymbols, symbols, 0u);
+    for (size_t i = 1; i < n; ++i) ++pair[index[plane[i - 1]] * kRans1FloorSymbols + index[plane[i]]];
     double bits = 0;
     unsigned pairs = 0;
+    std::array<unsigned, kRans1FloorSymbols> successors{};
     for (unsigned a = 0; a < symbols; ++a) {
         uint32_t total = 0;
         for (unsigned b = 0; b < symbols; ++b) {
-            const uint32_t c = pair[a * 16 + b];
-            if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c)), ++pairs, total += c;
+            const uint32_t c = pair[a * kRans1FloorSymbols + b];
+            if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c)), ++pairs, total += c, ++successors[a];
         }
         if (total) bits += static_cast<double>(total) * std::log2(static_cast<double>(total));
     }
     bits -= 3 * (std::log2(static_cast<double>(n)) + 1.45);
-    const double table = pairs > 3 ? pairs - 3 : 0;
+    // Context 0 codes the other streams' starts too: up to one more successor each.
+    const unsigned starts = rans::states(n) - 1;
+    if (index[0] != 0xFF) successors[index[0]] += starts;
+    const bool plain = symbols <= 16 || rans1_table_bound(std::span(successors).first(symbols),
+                                                          index[0] != 0xFF ? 0 : starts) <= kRans1PlainTableMax;
+    const double table = plain && pairs > 3 ? pairs - 3 : 0;
     return 1 + 16 + table + std::max(0.0, bits - 64) / 8;
 }
 
