@@ -47,6 +47,9 @@ constexpr size_t kAdaptiveFastMax = 256;
 // rANS: FP8 weights are where it saves, and what it saves there (0.5-1.5%)
 // is the whole gap to the bytes' entropy, so it needs only a small margin.
 constexpr double kF8TablesMargin = 0.002;
+// On block scale tensors its payload is taken to be at least this share of
+// order-0 rANS's (see encode_plane).
+constexpr double kScaleF8TablesReach = 0.90;
 // The scale model decodes at about 50 MB/s: tried on low-entropy byte planes
 // up to this size (block scale tensors are 1/16 or 1/32 of their blocks).
 constexpr size_t kScaleModelMax = 1u << 20;
@@ -71,7 +74,12 @@ constexpr double kScaleMixMargin = 0.002;
 // only on whole low-entropy tensors of this size, and only where level 3
 // already comes within kScaleZstdReach of the best so far (at 25% it ran on
 // every E4M3 scale tensor of the NVFP4 files, where it never wins, at
-// some 3 MB/s).
+// some 3 MB/s). And only where level 3 took part in the contest (its
+// sample found repetition): on the 10 corpus and derived FP4 files (and a
+// gpt-oss-like MXFP4 file) level 19 came out smaller than the best other
+// coder on 6 tensors, all of them such; coding level 3 anew for the
+// others, then level 19 on the seven that came within reach, won nothing
+// and took some 40 ms of movenet NVFP4's 80 ms pack.
 constexpr size_t kScaleZstdMax = 256u << 10;
 constexpr double kScaleZstdReach = 1.05;
 constexpr int kScaleZstdLevel = 19;
@@ -250,12 +258,69 @@ bool cannot_change_outcome(std::span<const Contender> c, size_t at, double margi
 // states (each carries at most 16 bits beyond its initial value), the
 // order-1 entropy of the bytes (less what the three interleaved streams'
 // starts, coded in context 0, can save) and a frequency table with at
-// least one byte per distinct (previous, byte) pair (tables of at most 16
-// symbols are never compressed: they stay under htscodecs' 1000 bytes).
+// least one byte per distinct (previous, byte) pair -- where the table
+// stays uncompressed: htscodecs compresses only tables over 1000 bytes,
+// which tables of at most 16 symbols never are, and larger alphabets are
+// checked against an upper bound on the table (rans1_table_bound).
 // The order-1 encoder costs some 20 us a call whatever the plane's size
 // (a 256 KiB table cleared, 1 MiB of symbols set up), more than all the
 // other candidates on the small planes it is tried on, where it almost
-// never wins: the bound lets the contest skip it.
+// never wins: the bound lets the contest skip it. (Up to 16 symbols only,
+// it let the order-1 encoder run on every E4M3 scale tensor of the NVFP4
+// files -- 17-47 symbols, never a win, 9 ms of esrgan NVFP4's pack.)
+constexpr unsigned kRans1FloorSymbols = 64;
+constexpr size_t kRans1PlainTableMax = 1000;
+
+// At most how many bytes htscodecs' uncompressed order-1 table takes: a
+// flag byte, the alphabet (symbol 0 always in it; at most two bytes a
+// symbol and an end byte), then per context (those that precede a byte,
+// and 0, which also codes the interleaved streams' starts) one entry per
+// alphabet symbol: a frequency of at most 4096 (two varint bytes) or a
+// run of zeros (two bytes a run, and a run between two frequencies).
+// `successors`: per symbol, how many distinct bytes follow it, context 0's
+// starts included; `zero_starts`: those of context 0 where the plane has
+// no zero byte.
+size_t rans1_table_bound(std::span<const unsigned> successors, unsigned zero_starts) {
+    const size_t alphabet = successors.size() + (zero_starts ? 1 : 0);
+    size_t bytes = 1 + 2 * alphabet + 1;
+    for (unsigned nz : successors) bytes += std::min(2 * alphabet, size_t{4} * nz + 2);
+    if (zero_starts) bytes += std::min(2 * alphabet, size_t{4} * zero_starts + 2);
+    return bytes;
+}
+
+// The runs of zero frequencies in htscodecs' order-1 table: per context
+// (a byte that precedes another; 0 left out, whose counts the streams'
+// starts change), its frequencies of the alphabet's symbols in byte order,
+// each run of absent successors written as two bytes. (On the corpus's
+// MXFP4 scale tensors, mostly 3-10 symbols, a byte a pair alone left the
+// order-1 encoder running on 56 tensors of the three files, where it
+// never won; with the runs, on 16. Without any order-1 attempt the three
+// files packed 5-10% faster.)
+unsigned rans1_zero_runs(std::span<const uint8_t> plane, const std::array<uint8_t, 256>& index,
+                         const std::array<uint32_t, kRans1FloorSymbols * kRans1FloorSymbols>& pair, unsigned symbols) {
+    // The alphabet: the bytes that precede another (a subset of
+    // htscodecs' contexts, so at most its runs) and 0, in byte order.
+    std::array<bool, 256> is_context{};
+    for (size_t i = 0; i + 1 < plane.size(); ++i) is_context[plane[i]] = true;
+    std::array<uint8_t, kRans1FloorSymbols + 1> alphabet;
+    unsigned size = 0;
+    for (unsigned v = 0; v < 256; ++v)
+        if (v == 0 || is_context[v]) alphabet[size++] = static_cast<uint8_t>(v);
+    unsigned runs = 0;
+    for (unsigned v = 1; v < 256; ++v) {
+        if (!is_context[v]) continue;
+        const uint32_t* row = pair.data() + index[v] * kRans1FloorSymbols;
+        bool in_run = false;
+        for (unsigned k = 0; k < size; ++k) {
+            const uint8_t s = alphabet[k];
+            const bool zero = index[s] == 0xFF || index[s] >= symbols || row[index[s]] == 0;
+            runs += zero && !in_run;
+            in_run = zero;
+        }
+    }
+    return runs;
+}
+
 double rans1_floor(std::span<const uint8_t> plane) {
     const size_t n = plane.size();
     std::array<uint8_t, 256> index;
@@ -263,23 +328,35 @@ double rans1_floor(std::span<const uint8_t> plane) {
     unsigned symbols = 0;
     for (uint8_t b : plane)
         if (index[b] == 0xFF) {
-            if (symbols == 16) return 17;  // the table might be compressed: no bound here
+            if (symbols == kRans1FloorSymbols) return 17;  // no bound here
             index[b] = static_cast<uint8_t>(symbols++);
         }
-    std::array<uint32_t, 16 * 16> pair{};
-    for (size_t i = 1; i < n; ++i) ++pair[index[plane[i - 1]] * 16u + index[plane[i]]];
+    thread_local std::array<uint32_t, kRans1FloorSymbols * kRans1FloorSymbols> pair;
+    for (unsigned a = 0; a < symbols; ++a) std::fill_n(pair.begin() + a * kRans1FloorSymbols, symbols, 0u);
+    for (size_t i = 1; i < n; ++i) ++pair[index[plane[i - 1]] * kRans1FloorSymbols + index[plane[i]]];
     double bits = 0;
     unsigned pairs = 0;
+    std::array<unsigned, kRans1FloorSymbols> successors{};
     for (unsigned a = 0; a < symbols; ++a) {
         uint32_t total = 0;
         for (unsigned b = 0; b < symbols; ++b) {
-            const uint32_t c = pair[a * 16 + b];
-            if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c)), ++pairs, total += c;
+            const uint32_t c = pair[a * kRans1FloorSymbols + b];
+            if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c)), ++pairs, total += c, ++successors[a];
         }
         if (total) bits += static_cast<double>(total) * std::log2(static_cast<double>(total));
     }
     bits -= 3 * (std::log2(static_cast<double>(n)) + 1.45);
-    const double table = pairs > 3 ? pairs - 3 : 0;
+    // Context 0 codes the other streams' starts too: up to one more successor each.
+    const unsigned starts = rans::states(n) - 1;
+    const unsigned zero_runs = rans1_zero_runs(plane, index, pair, symbols);
+    if (index[0] != 0xFF) successors[index[0]] += starts;
+    const bool plain = symbols <= 16 || rans1_table_bound(std::span(successors).first(symbols),
+                                                          index[0] != 0xFF ? 0 : starts) <= kRans1PlainTableMax;
+    // The table's flag and alphabet end bytes, a byte a pair and two a run
+    // of zeros -- less three bytes for each pair the streams' starts may
+    // take out of the counts (a frequency between two runs merges them).
+    const double with_runs = 2.0 + pairs + 2.0 * zero_runs - 3.0 * starts;
+    const double table = plain ? std::max({0.0, pairs > 3 ? pairs - 3.0 : 0.0, with_runs}) : 0;
     return 1 + 16 + table + std::max(0.0, bits - 64) / 8;
 }
 
@@ -336,7 +413,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // scales; it decodes slower, so it is tried only where it may win big.
     // It is encoded last, and only if its lower bound says it may change the
     // outcome (see rans1_floor).
-    size_t rans1_at = c.size();
+    const size_t rans1_at = c.size();
     const bool try_rans1 = opt.level >= 3 && bound_bytes < nd / 2 && (opt.level >= 7 || n <= kAdaptiveMax);
     if (!f8.empty()) c.push_back({Codec::f8_tables, kF8TablesMargin, 0, std::move(f8)});
     // An order-0 adaptive coder lands near the bound plus a small learning
@@ -379,22 +456,17 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
             c.push_back({Codec::f8_model, 0, 0, models::encode_f8(plane, *whole)});
     }
     // Scale tensors (whole low-entropy tensors of a scale dtype): zstd at
-    // its top level, when zstd at a middle level comes within 5% of the best.
+    // its top level, when zstd at a middle level is in the contest and comes
+    // within 5% of the best.
+    const auto zc = std::find_if(c.begin(), c.end(), [](const Contender& k) { return k.codec == Codec::zstd; });
     if (whole && whole->offset == 0 && whole->dtype && opt.level >= 2 && n <= kScaleZstdMax && bound_bytes < nd / 2 &&
-        (*whole->dtype == DType::U8 || *whole->dtype == DType::F8_E8M0 || *whole->dtype == DType::F8_E4M3)) {
+        (*whole->dtype == DType::U8 || *whole->dtype == DType::F8_E8M0 || *whole->dtype == DType::F8_E4M3) &&
+        zc != c.end()) {
         const int w = contest_winner(c, n);
         const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
-        const auto zc = std::find_if(c.begin(), c.end(), [](const Contender& k) { return k.codec == Codec::zstd; });
-        const double mid = zc != c.end() ? static_cast<double>(zc->payload.size())
-                                         : static_cast<double>(zstd_encode(plane, 3).size());
-        if (mid < kScaleZstdReach * best_size) {
+        if (static_cast<double>(zc->payload.size()) < kScaleZstdReach * best_size) {
             auto top = zstd_encode(plane, kScaleZstdLevel);
-            if (zc != c.end()) {
-                if (top.size() < zc->payload.size()) zc->payload = std::move(top);
-            } else {  // where zstd stands in the contest: before the slower coders
-                c.insert(c.begin() + static_cast<long>(rans1_at), Contender{Codec::zstd, kTieMargin, 0, std::move(top)});
-                ++rans1_at;
-            }
+            if (top.size() < zc->payload.size()) zc->payload = std::move(top);
         }
     }
     // Block scales (E8M0 / U8) under f8-tables' static tables: its sign
@@ -405,10 +477,25 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // 1/32 of their blocks) can afford. (On FP4 group planes the same saved
     // 0.6% of esrgan's MXFP4 and NVFP4 values but doubled their decode time
     // and added half to the pack time: not taken.)
+    // On block scales it is an order-0 coder with less overhead than rANS,
+    // not a model of them: on the 516 scale tensors of the 10 corpus and
+    // derived FP4 files its payload was never below 93.2% of order-0 rANS's
+    // (kScaleF8TablesReach leaves room beyond that). Where the scale model
+    // already beats that by its margin, f8-tables cannot win and is not
+    // coded (37% of those tensors' f8-tables time, which was a tenth of an
+    // MXFP4 file's pack time). Other U8 tensors (FP4 blocks kept as a
+    // stream) do not get the floor: there its tables went down to 40% of
+    // rANS's payload.
     if (whole && whole->dtype && (*whole->dtype == DType::U8 || *whole->dtype == DType::F8_E8M0) &&
-        opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2)
-        c.insert(c.begin() + static_cast<long>(rans1_at),
-                 Contender{Codec::f8_tables, kF8TablesMargin, 0, f8tables::encode(plane, *whole)});
+        opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2) {
+        const auto r0 = std::find_if(c.begin(), c.end(), [](const Contender& k) { return k.codec == Codec::rans0; });
+        const double floor = whole->block_scales && r0 != c.end()
+                                 ? kScaleF8TablesReach * static_cast<double>(r0->payload.size())
+                                 : 0;
+        if (!cannot_change_outcome(c, rans1_at, kF8TablesMargin, floor, n))
+            c.insert(c.begin() + static_cast<long>(rans1_at),
+                     Contender{Codec::f8_tables, kF8TablesMargin, 0, f8tables::encode(plane, *whole)});
+    }
 
     if (try_rans1 && !cannot_change_outcome(c, rans1_at, kTieMargin, rans1_floor(plane), n))
         c.insert(c.begin() + static_cast<long>(rans1_at),
