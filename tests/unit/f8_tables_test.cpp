@@ -163,6 +163,10 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
     // and the precision is at most 12 bits.
     const auto narrow = f8tables::encode_with(kernel, layout, {full[0] & 3u, full[1], false, false});
     EXPECT_LE(full.size(), narrow.size() + 96);
+    // The plane contest gives the SIMD layouts no speed margin against rANS.
+    EXPECT_TRUE(f8tables::simd_layout(full));
+    EXPECT_FALSE(f8tables::simd_layout(narrow));
+    EXPECT_FALSE(f8tables::simd_layout({}));
     std::vector<uint8_t> out(kernel.size());
     for (auto [flags, why] : {std::pair{full[0] & ~8u, "state signs without the wide layout"},
                               std::pair{full[0] | 4u, "coded signs in it"}, std::pair{(full[0] & ~16u) | 64u, "row classes without state signs"},

@@ -43,9 +43,14 @@ constexpr double kAdaptiveMargin = 0.05;
 // posenet MXFP4's and a quarter of posenet F16's, for 0.01-0.1% of their
 // size (the biases' 32-byte planes, where it pays most, stay).
 constexpr size_t kAdaptiveFastMax = 256;
-// f8-tables decodes at 350-400 MB/s a core, a few times slower than SIMD
-// rANS: FP8 weights are where it saves, and what it saves there (0.5-1.5%)
-// is the whole gap to the bytes' entropy, so it needs only a small margin.
+// f8-tables in its four-state layouts decodes at 300-600 MB/s a core, a
+// few times slower than SIMD rANS: FP8 weights are where it saves, and what
+// it saves there (0.5-1.5%) is the whole gap to the bytes' entropy, so it
+// needs only a small margin. Its SIMD layouts (FP8 chunks from 2 KiB)
+// decode at 1.1-2 GB/s, as fast as htscodecs' AVX-512 order-0 rANS (1.8
+// G symbols/s): no margin, and then order-0 rANS, which cannot go below
+// the bound, is not tried where f8-tables already did (on the corpus's FP8
+// files those attempts were 7% of the pack time and never won).
 constexpr double kF8TablesMargin = 0.002;
 // On block scale tensors its payload is taken to be at least this share of
 // order-0 rANS's (see encode_plane).
@@ -394,8 +399,9 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     const double bound_bytes = order0_bits(hist) / 8;
     const auto present = static_cast<double>(std::count_if(hist.begin(), hist.end(), [](uint64_t k) { return k != 0; }));
     const double rans_overhead = present + 1 + 2.0 * rans::states(n);
+    const double f8_margin = f8tables::simd_layout(f8) ? 0.0 : kF8TablesMargin;
     const bool f8_beats_rans =
-        !f8.empty() && static_cast<double>(f8.size()) < bound_bytes + rans_overhead - kF8TablesMargin * nd;
+        !f8.empty() && static_cast<double>(f8.size()) < bound_bytes + rans_overhead - f8_margin * nd;
     if (!f8_beats_rans && bound_bytes < nd * (1 - kTieMargin))
         c.push_back({Codec::rans0, kTieMargin, 0, rans_encode(Codec::rans0, plane)});
 
@@ -415,7 +421,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // outcome (see rans1_floor).
     const size_t rans1_at = c.size();
     const bool try_rans1 = opt.level >= 3 && bound_bytes < nd / 2 && (opt.level >= 7 || n <= kAdaptiveMax);
-    if (!f8.empty()) c.push_back({Codec::f8_tables, kF8TablesMargin, 0, std::move(f8)});
+    if (!f8.empty()) c.push_back({Codec::f8_tables, f8_margin, 0, std::move(f8)});
     // An order-0 adaptive coder lands near the bound plus a small learning
     // cost; it can only win by its margin where the best so far is further
     // than that above the bound (a static table too large for the plane).

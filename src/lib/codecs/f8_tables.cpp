@@ -1085,6 +1085,8 @@ std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& lay
     return write(in, p, best);
 }
 
+bool simd_layout(std::span<const uint8_t> payload) { return !payload.empty() && (payload[0] & kFlagWide); }
+
 void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
     if (payload.size() < 2) throw CorruptData("f8-tables: truncated header");
     const unsigned flags = payload[0], prec = payload[1];
