@@ -795,15 +795,30 @@ void decode_wide(const std::vector<srans::DecodeTable>& t, const std::vector<uin
 constexpr uint32_t kSlotGroup = 16;
 
 // One class's slots from its frequencies; w has kSlotGroup words of slack.
-// (A clone for AVX-512, where a group is one store.)
-__attribute__((target_clones("avx512f", "default"))) void fill_slots(uint32_t* w, const uint32_t* freq, const uint32_t* cum,
-                                                                       size_t alphabet) {
+[[gnu::always_inline]] inline void fill_slots_body(uint32_t* w, const uint32_t* freq, const uint32_t* cum, size_t alphabet) {
     for (size_t sym = 0; sym < alphabet; ++sym) {
         const uint32_t f = freq[sym], head = static_cast<uint32_t>(sym) | (f - 1) << 7;
         uint32_t* run = w + cum[sym];
         for (uint32_t k = 0; k < f; k += kSlotGroup)
             for (uint32_t g = 0; g < kSlotGroup; ++g) run[k + g] = head | (k + g) << 19;
     }
+}
+
+#ifdef PTWM_F8_WIDE_AVX512
+// The same compiled for AVX-512, where a group is one store. (Dispatched
+// by hand: a target_clones resolver runs before ThreadSanitizer's runtime
+// is up and crashed every program of the TSan build.)
+__attribute__((target("avx512f"))) void fill_slots_avx512(uint32_t* w, const uint32_t* freq, const uint32_t* cum,
+                                                         size_t alphabet) {
+    fill_slots_body(w, freq, cum, alphabet);
+}
+#endif
+
+void fill_slots(uint32_t* w, const uint32_t* freq, const uint32_t* cum, size_t alphabet) {
+#ifdef PTWM_F8_WIDE_AVX512
+    if (has_avx512()) return fill_slots_avx512(w, freq, cum, alphabet);
+#endif
+    fill_slots_body(w, freq, cum, alphabet);
 }
 
 const uint32_t* slot_words(const std::vector<Table>& t, unsigned prec) {
