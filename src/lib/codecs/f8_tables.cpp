@@ -87,7 +87,8 @@ void for_each_column(size_t n, uint64_t period, uint64_t phase, F&& f) {
 // The classes of columns 0 .. period - 1 (written by `fill` into the span it
 // is given), then those of the next `extra` columns again, wrapped: a SIMD
 // round of `extra` bytes loads its classes without a wrap test. In memory
-// reused per thread (the decoders below never nest).
+// reused per thread, per caller (each `fill` is a type of its own; neither
+// the decoders nor the SIMD encoder nest).
 template <class Fill>
 std::span<const uint8_t> wrapped_classes(size_t period, size_t extra, Fill&& fill) {
     thread_local Scratch memory;
@@ -348,10 +349,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) uint8_t* encode_ro
 // byte's sign after its magnitude when coded. sym: 128 symbols a table,
 // table 0 the sign's; cls: each column's table.
 // start: the states the coding starts from (kLow, or 2^30 + sign bits).
-// fc: the tables' slots for encode_rounds_avx512 (may be empty without
-// it); cls holds period + Lanes classes there, the first again at the end.
+// fc: the tables' slots for encode_rounds_avx512, empty where it is not
+// used; cls then holds period + Lanes classes (wrapped_classes).
 template <bool CodedSigns, bool Classes, size_t Lanes = srans::kLanes>
-void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymbol>& sym, const std::vector<uint8_t>& cls,
+void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymbol>& sym, std::span<const uint8_t> cls,
                 uint64_t period, uint64_t phase, const std::array<uint32_t, Lanes>& start, std::vector<uint8_t>& out,
                 const std::vector<uint32_t>& fc = {}, unsigned prec = 0) {
     const size_t n = in.size();
@@ -382,7 +383,7 @@ void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymb
     while (i % Lanes) --i, code(x[i % Lanes], i);
 #ifdef PTWM_F8_WIDE_AVX512
     if constexpr (!CodedSigns && Lanes % 16 == 0) {
-        if (!fc.empty() && has_avx512()) {
+        if (!fc.empty()) {
             p = encode_rounds_avx512<Classes, Lanes>(bytes, fc.data() + 128, cl, period, phase, prec, i / Lanes, x, p);
             i = 0;
         }
@@ -484,31 +485,29 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
     std::array<uint32_t, kWideLanes> wide_start;
     wide_start.fill(srans::kLow);
     // The SIMD encoder's slots (f | cum << 16, table by table) and classes
-    // (a round's classes loaded without a wrap: the first state_lanes again
-    // at the end).
+    // (a round's classes loaded without a wrap).
     std::vector<uint32_t> fc;
+    std::span<const uint8_t> classes = cls;
 #ifdef PTWM_F8_WIDE_AVX512
     if (ch.wide && has_avx512()) {
         fc.assign((t.size() + first) * 128, 0);
         for (size_t q = 0; q < t.size(); ++q)
             for (size_t v = 0; v < 128 && t[q].used; ++v)
                 fc[(q + first) * 128 + v] = t[q].freq[v] | t[q].cum[v] << 16;
-        const size_t period_classes = cls.size();
-        cls.resize(period_classes + state_lanes);
-        for (size_t k = 0; k < state_lanes; ++k) cls[period_classes + k] = cls[k % period_classes];
+        classes = wrapped_classes(cls.size(), state_lanes, [&](std::span<uint8_t> head) { std::copy(cls.begin(), cls.end(), head.begin()); });
     }
 #endif
     if (ch.sixty_four) {
-        if (ch.log2_classes) code_bytes<false, true, 64>(in, sym, cls, period, phase, state_start, out, fc, ch.prec);
-        else code_bytes<false, false, 64>(in, sym, cls, period, phase, state_start, out, fc, ch.prec);
+        if (ch.log2_classes) code_bytes<false, true, 64>(in, sym, classes, period, phase, state_start, out, fc, ch.prec);
+        else code_bytes<false, false, 64>(in, sym, classes, period, phase, state_start, out, fc, ch.prec);
     } else if (ch.state_signs) {
         std::array<uint32_t, 32> start32;
         std::copy_n(state_start.begin(), 32, start32.begin());
-        if (ch.log2_classes) code_bytes<false, true, 32>(in, sym, cls, period, phase, start32, out, fc, ch.prec);
-        else code_bytes<false, false, 32>(in, sym, cls, period, phase, start32, out, fc, ch.prec);
+        if (ch.log2_classes) code_bytes<false, true, 32>(in, sym, classes, period, phase, start32, out, fc, ch.prec);
+        else code_bytes<false, false, 32>(in, sym, classes, period, phase, start32, out, fc, ch.prec);
     } else if (ch.wide) {
-        if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec);
-        else code_bytes<false, false, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec);
+        if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, classes, period, phase, wide_start, out, fc, ch.prec);
+        else code_bytes<false, false, kWideLanes>(in, sym, classes, period, phase, wide_start, out, fc, ch.prec);
     } else if (ch.log2_classes) {
         if (ch.coded_signs) code_bytes<true, true>(in, sym, cls, period, phase, start, out);
         else code_bytes<false, true>(in, sym, cls, period, phase, start, out);
