@@ -111,6 +111,31 @@ TEST(Store, EveryLevelAndThreadCountGivesTheSameBytesBack) {
     }
 }
 
+// The writer reads batch k + 1 and writes batch k - 1 while it encodes batch
+// k: with small chunks a file is many batches, and the store must be the same
+// bytes whatever the thread count, in the same order.
+TEST(Store, ManyBatchesGiveTheSameStoreOnAnyThreadCount) {
+    TempDir dir;
+    const auto original = test::make_safetensors(every_dtype_tensors());
+    test::write_file(dir / "m.safetensors", original);
+    std::vector<std::vector<uint8_t>> stores;
+    for (unsigned threads : {1u, 2u, 3u}) {
+        PackOptions opt;
+        opt.chunk_bytes = 4096;
+        opt.threads = threads;
+        const PackResult r = pack_file(dir / "m.safetensors", dir / "m.ptwm", opt);
+        // (A batch is 4 chunks a thread: at least three batches.)
+        EXPECT_GE(r.chunks, 3 * 4 * threads) << "too few batches to test the pipeline";
+        stores.push_back(read_whole_file(dir / "m.ptwm"));
+        const auto store = StoreReader::open(dir / "m.ptwm");
+        std::vector<uint8_t> back;
+        decode_all(*store, {}, [&](uint64_t, std::span<const uint8_t> bytes) { back.insert(back.end(), bytes.begin(), bytes.end()); });
+        EXPECT_EQ(back, original) << threads << " threads";
+    }
+    EXPECT_EQ(stores[0], stores[1]);
+    EXPECT_EQ(stores[0], stores[2]);
+}
+
 TEST(Store, BadInputLeavesNoOutputBehind) {
     TempDir dir;
     auto bytes = test::make_safetensors(every_dtype_tensors());

@@ -1,6 +1,7 @@
 #include "ptwm/store/store_writer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "ptwm/base/error.hpp"
@@ -11,6 +12,7 @@
 #include "ptwm/store/safetensors.hpp"
 #include "ptwm/store/scale_pairs.hpp"
 #include "ptwm/store/store_format.hpp"
+#include "base/serial_worker.hpp"
 
 namespace ptwm {
 namespace {
@@ -109,41 +111,65 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
     uint64_t stored_at = sb.prefix.offset + sb.prefix.stored_length;
 
     std::vector<uint8_t> index(plan.size() * kChunkEntryBytes);
-    std::vector<uint8_t> input;
-    std::vector<EncodedChunk> encoded;
+    // Batches alternate between two buffers: while the encoders work on one,
+    // the I/O thread writes the batch before it and reads the batch after it
+    // into the other. Its jobs run in order, so the read of batch k + 1 is
+    // done only once the write of batch k - 1 (the same buffers) is.
+    struct Batch {
+        size_t first = 0, count = 0;
+        uint64_t begin = 0, end = 0;
+        std::vector<uint8_t> input;
+        std::vector<EncodedChunk> encoded;
+    };
+    std::array<Batch, 2> batches;
     const size_t batch = threads * kChunksPerThread;
-    for (size_t first = 0; first < plan.size(); first += batch) {
-        const size_t count = std::min(batch, plan.size() - first);
+    const size_t batch_count = (plan.size() + batch - 1) / batch;
+    SerialWorker io;  // after everything its jobs use: stopped before they go
+    const auto queue_read = [&](size_t k) {
+        Batch& b = batches[k % 2];
+        b.first = k * batch;
+        b.count = std::min(batch, plan.size() - b.first);
         // Chunks tile the data section, so a batch is one contiguous read.
-        const uint64_t begin = plan[first].offset;
-        const uint64_t end = plan[first + count - 1].offset + plan[first + count - 1].length;
-        input.resize(end - begin);
-        in.read_exact(begin, input);
-        encoded.assign(count, {});
-        parallel_for(count, threads, [&](size_t k) {
-            const PlannedChunk& c = plan[first + k];
+        b.begin = plan[b.first].offset;
+        b.end = plan[b.first + b.count - 1].offset + plan[b.first + b.count - 1].length;
+        return io.submit([&b, &in] {
+            b.input.resize(b.end - b.begin);
+            in.read_exact(b.begin, b.input);
+        });
+    };
+    uint64_t read_ticket = batch_count ? queue_read(0) : 0;
+    for (size_t k = 0; k < batch_count; ++k) {
+        Batch& b = batches[k % 2];
+        io.wait(read_ticket);
+        if (k + 1 < batch_count) read_ticket = queue_read(k + 1);
+        b.encoded.assign(b.count, {});
+        parallel_for(b.count, threads, [&](size_t i) {
+            const PlannedChunk& c = plan[b.first + i];
             try {
                 const auto scales = planned_chunk_scales(header, c, read);
-                encoded[k] = encode_chunk(std::span(input).subspan(c.offset - begin, c.length), c.decomposition,
-                                          opt.encode, scales, tensor_layout(header.tensors[c.tensor], c.offset, c.block_scales));
+                b.encoded[i] = encode_chunk(std::span(b.input).subspan(c.offset - b.begin, c.length), c.decomposition,
+                                            opt.encode, scales, tensor_layout(header.tensors[c.tensor], c.offset, c.block_scales));
             } catch (const Error& e) {
                 throw Error(src + ": tensor '" + header.tensors[c.tensor].name + "' at offset " + std::to_string(c.offset) +
                             ": " + e.what());
             }
         });
-        for (size_t k = 0; k < count; ++k) {
-            ChunkEntry& e = encoded[k].entry;
-            e.original_offset = plan[first + k].offset;
-            e.tensor = plan[first + k].tensor;
-            e.scale_tensor = plan[first + k].scale_tensor;
+        for (size_t i = 0; i < b.count; ++i) {
+            ChunkEntry& e = b.encoded[i].entry;
+            e.original_offset = plan[b.first + i].offset;
+            e.tensor = plan[b.first + i].tensor;
+            e.scale_tensor = plan[b.first + i].scale_tensor;
             e.stored_offset = stored_at;
-            out.write_at(stored_at, encoded[k].payload);
-            stored_at += encoded[k].payload.size();
-            encode_chunk_entry(e, std::span<uint8_t, kChunkEntryBytes>(index.data() + (first + k) * kChunkEntryBytes,
+            stored_at += b.encoded[i].payload.size();
+            encode_chunk_entry(e, std::span<uint8_t, kChunkEntryBytes>(index.data() + (b.first + i) * kChunkEntryBytes,
                                                                         kChunkEntryBytes));
         }
-        if (opt.progress) opt.progress(end, original_size);
+        io.submit([&b, &out] {
+            for (const EncodedChunk& c : b.encoded) out.write_at(c.entry.stored_offset, c.payload);
+        });
+        if (opt.progress) opt.progress(b.end, original_size);
     }
+    io.wait_all();
 
     sb.chunk_count = plan.size();
     sb.index.offset = stored_at;
