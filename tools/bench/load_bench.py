@@ -464,8 +464,9 @@ def main():
             print(f"page-cache growth per cold shard read, x shard size: raw {fmt(cache_growth['raw'], 1, 2)}, "
                   f"mount {fmt(cache_growth['mount'], 1, 2)}")
         cache_size = next((o.split("=", 1)[1] for o in options.split(",") if o.startswith("cache_size=")), "256M")
-        print(f"daemon peak RSS {peak_rss / 2**20:.0f} MiB (cache_size {cache_size}); "
-              f"CPU {cpu / (decoded / 1e9):.2f} s per decoded GB; "
+        # (--only pack decodes nothing: no CPU per GB then.)
+        cpu_per_gb = f"CPU {cpu / (decoded / 1e9):.2f} s per decoded GB; " if decoded else ""
+        print(f"daemon peak RSS {peak_rss / 2**20:.0f} MiB (cache_size {cache_size}); {cpu_per_gb}"
               f"mount time {fmt(mount_times, 1e3, 0)} ms")
         print(f"load average at end: {loadavg()}; {page_reporting()}")
     finally:
