@@ -57,6 +57,10 @@ public:
     ~AtomicOutput();
 
     void write_at(uint64_t offset, std::span<const uint8_t> data);
+    // Starts writing [offset, offset + length) to the disk without waiting,
+    // so that commit's fsync finds most of a large file already there (a
+    // hint: errors show at commit).
+    void start_writeback(uint64_t offset, uint64_t length);
     void truncate(uint64_t size);
     void commit();
     const std::string& path() const { return path_; }

@@ -91,6 +91,10 @@ void AtomicOutput::write_at(uint64_t offset, std::span<const uint8_t> data) {
     }
 }
 
+void AtomicOutput::start_writeback(uint64_t offset, uint64_t length) {
+    ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
+}
+
 void AtomicOutput::truncate(uint64_t size) {
     if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) throw_errno(path_, "cannot size");
 }
