@@ -21,9 +21,14 @@ namespace {
 // settle long before: every corpus tensor gets the same decomposition from
 // 32 KiB as from 256 KiB (at 16 KiB one posenet FP8 tensor flips).
 constexpr size_t kChooseSampleBytes = 32u << 10;
-// Chunks encoded per batch and thread: enough to keep every thread busy
-// between the batch's single read and its in-order write.
+// A batch (one read, one write, encoded in parallel) holds at least this
+// many chunks and bytes per thread: enough to keep every thread busy, and
+// few enough hand-offs to the I/O thread where tensors are small (each costs
+// a wake-up on another core: batches of 4 chunks made the I/O thread a loss
+// on the corpus's FP8 and FP4 files, hundreds of tensors of a few KiB).
 constexpr size_t kChunksPerThread = 4;
+constexpr uint64_t kBatchBytesPerThread = 1u << 20;
+constexpr size_t kMaxChunksPerThread = 256;
 // Written store bytes are handed to the disk in steps of this size.
 constexpr uint64_t kWritebackBytes = 16u << 20;
 
@@ -124,13 +129,22 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
         std::vector<EncodedChunk> encoded;
     };
     std::array<Batch, 2> batches;
-    const size_t batch = threads * kChunksPerThread;
-    const size_t batch_count = (plan.size() + batch - 1) / batch;
+    std::vector<size_t> batch_start;  // the first chunk of each batch
+    for (size_t i = 0; i < plan.size();) {
+        batch_start.push_back(i);
+        uint64_t bytes = 0;
+        size_t count = 0;
+        while (i < plan.size() && count < threads * kMaxChunksPerThread &&
+               (count < threads * kChunksPerThread || bytes < threads * kBatchBytesPerThread))
+            bytes += plan[i++].length, ++count;
+    }
+    const size_t batch_count = batch_start.size();
+    batch_start.push_back(plan.size());
     SerialWorker io;  // after everything its jobs use: stopped before they go
     const auto queue_read = [&](size_t k) {
         Batch& b = batches[k % 2];
-        b.first = k * batch;
-        b.count = std::min(batch, plan.size() - b.first);
+        b.first = batch_start[k];
+        b.count = batch_start[k + 1] - b.first;
         // Chunks tile the data section, so a batch is one contiguous read.
         b.begin = plan[b.first].offset;
         b.end = plan[b.first + b.count - 1].offset + plan[b.first + b.count - 1].length;
