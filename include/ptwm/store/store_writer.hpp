@@ -30,6 +30,7 @@ struct PackResult {
     uint64_t original_bytes = 0;
     uint64_t stored_bytes = 0;
     uint64_t chunks = 0;
+    uint64_t batches = 0;  // reads and writes the chunks were encoded between
 };
 
 // Throws Error naming the file (and tensor) on bad input; `dst` is then untouched.

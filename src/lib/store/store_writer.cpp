@@ -200,7 +200,7 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
     encode_superblock(sb, super);
     out.write_at(0, super);
     out.commit();
-    return {original_size, sb.index.offset + sb.index.stored_length, plan.size()};
+    return {original_size, sb.index.offset + sb.index.stored_length, plan.size(), batch_count};
 }
 
 }  // namespace ptwm
