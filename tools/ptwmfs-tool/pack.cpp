@@ -28,7 +28,7 @@ constexpr const char* kHelp =
     "Every output is written to a temporary file and renamed into place.\n"
     "\n"
     "options:\n"
-    "  -j, --threads N     encoder threads (default: all cores)\n"
+    "  -j, --threads N     encoder threads (default: all cores; one more reads and writes)\n"
     "  -l, --level N       1 (fastest) .. 9 (smallest); default 3\n"
     "      --chunk-size S  bytes per chunk, with K/M suffixes (default 256K)\n"
     "      --on-bad MODE   a safetensors file that fails to parse: 'fail' (default)\n"
