@@ -204,7 +204,6 @@ size_t plane_length(Decomposition d, size_t n, unsigned p) {
 // Built for AVX2 and for the baseline, chosen at load time: the byte
 // shuffles vectorise twice as wide where the CPU has it.
 PTWM_SIMD_CLONES
-PTWM_SIMD_CLONES
 void split(Decomposition d, std::span<const uint8_t> in, std::span<uint8_t* const> planes) {
     assert(planes.size() == plane_count(d) && in.size() % element_bytes(d) == 0);
     const uint8_t* src = in.data();
