@@ -138,6 +138,43 @@ TEST(Store, ManyBatchesGiveTheSameStoreOnAnyThreadCount) {
     EXPECT_EQ(stores[0], stores[2]);
 }
 
+// decode_all hands batch k to the sink on its own thread while batch k + 1
+// decodes into the other buffer: with small batches the sink must still see
+// every byte once, in order, and its errors must reach the caller.
+TEST(Store, DecodeAllSinksSmallBatchesInOrderFromItsOwnThread) {
+    TempDir dir;
+    const auto original = test::make_safetensors(every_dtype_tensors());
+    test::write_file(dir / "m.safetensors", original);
+    PackOptions p;
+    p.chunk_bytes = 4096;
+    pack_file(dir / "m.safetensors", dir / "m.ptwm", p);
+    const auto store = StoreReader::open(dir / "m.ptwm");
+    for (unsigned threads : {1u, 3u}) {
+        DecodeAllOptions d;
+        d.threads = threads;
+        d.batch_bytes = 4096;
+        std::vector<uint8_t> back;
+        size_t calls = 0;
+        decode_all(*store, d, [&](uint64_t offset, std::span<const uint8_t> bytes) {
+            ++calls;
+            ASSERT_EQ(offset, back.size());
+            back.insert(back.end(), bytes.begin(), bytes.end());
+        });
+        EXPECT_EQ(back, original) << threads << " threads";
+        EXPECT_GT(calls, 100u);
+    }
+    size_t calls = 0;
+    DecodeAllOptions d;
+    d.batch_bytes = 4096;
+    EXPECT_THROW(decode_all(*store, d,
+                            [&](uint64_t offset, std::span<const uint8_t>) {
+                                ++calls;
+                                if (offset > 100000) throw Error("disk full");
+                            }),
+                 Error);
+    EXPECT_LT(calls, store->chunk_count());  // stopped at the error, not run to the end
+}
+
 TEST(Store, BadInputLeavesNoOutputBehind) {
     TempDir dir;
     auto bytes = test::make_safetensors(every_dtype_tensors());

@@ -23,7 +23,7 @@ constexpr const char* kHelp =
     "Every chunk's checksum is checked; outputs appear only when complete.\n"
     "\n"
     "options:\n"
-    "  -j, --threads N   decoder threads (default: all cores)\n"
+    "  -j, --threads N   decoder threads (default: all cores; one more writes)\n"
     "  -q, --quiet       print no summary\n"
     "\n"
     "SRC may be a URL: s3://BUCKET/PREFIX or https://HOST/PATH/ (a tree packed there,\n"

@@ -22,7 +22,10 @@ struct DecodeAllOptions {
     std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
-// sink(offset, bytes): consecutive ranges covering [0, original_size()).
+// sink(offset, bytes): consecutive ranges covering [0, original_size()), in
+// order, one call at a time, from a thread of decode_all's own (the next
+// batch decodes meanwhile); its exceptions reach the caller. `bytes` is
+// valid only during the call.
 void decode_all(const StoreReader& store, const DecodeAllOptions& opt,
                 const std::function<void(uint64_t offset, std::span<const uint8_t> bytes)>& sink);
 

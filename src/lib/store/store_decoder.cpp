@@ -1,10 +1,12 @@
 #include "ptwm/store/store_decoder.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 
 #include "base/scratch.hpp"
+#include "base/serial_worker.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/parallel.hpp"
 
@@ -15,32 +17,39 @@ void decode_all(const StoreReader& store, const DecodeAllOptions& opt,
     sink(0, store.prefix());
     const unsigned threads = opt.threads ? opt.threads : default_threads();
     const uint64_t batch_bytes = opt.batch_bytes ? opt.batch_bytes : uint64_t{threads} << 20;
-    Scratch buffer;  // reused across batches, never zero-filled
+    // Two batch buffers, reused and never zero-filled: the sink takes batch
+    // k on its own thread while batch k + 1 decodes into the other buffer,
+    // which is taken again only once batch k - 1's sink call is done.
+    std::array<Scratch, 2> buffers;
+    std::array<uint64_t, 2> sunk{};  // per buffer, the ticket of its last sink call
+    SerialWorker sink_thread;        // after what its jobs use: stopped before they go
     const size_t n = store.chunk_count();
-    for (size_t first = 0; first < n;) {
+    for (size_t first = 0, k = 0; first < n; ++k) {
         // A batch: consecutive chunks up to batch_bytes (at least one).
         size_t last = first;
         uint64_t bytes = 0;
         while (last < n && (last == first || bytes + store.chunk(last).original_length <= batch_bytes))
             bytes += store.chunk(last++).original_length;
         const uint64_t base = store.chunk(first).original_offset;
-        const std::span<uint8_t> batch = buffer.get(bytes);
-        parallel_for(last - first, threads, [&](size_t k) {
-            const size_t i = first + k;
-            const ChunkEntry& e = store.chunk(i);
+        sink_thread.wait(sunk[k % 2]);
+        const std::span<uint8_t> batch = buffers[k % 2].get(bytes);
+        parallel_for(last - first, threads, [&](size_t i) {
+            const size_t c = first + i;
+            const ChunkEntry& e = store.chunk(c);
             const std::span<uint8_t> out = batch.subspan(e.original_offset - base, e.original_length);
             try {
-                store.decode_chunk(i, out);
+                store.decode_chunk(c, out);
             } catch (const CorruptData& err) {
                 if (!opt.on_damaged) throw;
                 std::memset(out.data(), 0, out.size());
-                opt.on_damaged(i, err.what());
+                opt.on_damaged(c, err.what());
             }
         });
-        sink(base, batch);
+        sunk[k % 2] = sink_thread.submit([&sink, base, batch] { sink(base, batch); });
         if (opt.progress) opt.progress(base + bytes, store.original_size());
         first = last;
     }
+    sink_thread.wait_all();
 }
 
 }  // namespace ptwm
