@@ -56,11 +56,11 @@ public:
     AtomicOutput& operator=(const AtomicOutput&) = delete;
     ~AtomicOutput();
 
+    // Every 16 MiB written, also starts the disk's writeback of what is
+    // there without waiting, so that commit's fsync finds most of a large
+    // file on the disk already (a 1.4 GB store's fsync took 0.53 s of a 7 s
+    // pack otherwise). A hint: errors show at commit.
     void write_at(uint64_t offset, std::span<const uint8_t> data);
-    // Starts writing [offset, offset + length) to the disk without waiting,
-    // so that commit's fsync finds most of a large file already there (a
-    // hint: errors show at commit).
-    void start_writeback(uint64_t offset, uint64_t length);
     void truncate(uint64_t size);
     void commit();
     const std::string& path() const { return path_; }
@@ -69,6 +69,7 @@ private:
     std::string path_;
     std::string temp_path_;
     int fd_ = -1;
+    uint64_t unflushed_ = 0;  // bytes written since the last writeback was started
 };
 
 }  // namespace ptwm

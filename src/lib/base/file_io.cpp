@@ -58,6 +58,10 @@ void File::read_exact(uint64_t offset, std::span<uint8_t> out) const {
     check_read_complete(path_, offset, out.size(), read_up_to(offset, out));
 }
 
+namespace {
+constexpr uint64_t kWritebackBytes = 16u << 20;
+}  // namespace
+
 AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(std::move(path)) {
     const auto slash = path_.rfind('/');
     const std::string dir = slash == std::string::npos ? "" : path_.substr(0, slash + 1);
@@ -89,10 +93,11 @@ void AtomicOutput::write_at(uint64_t offset, std::span<const uint8_t> data) {
         }
         done += static_cast<size_t>(r);
     }
-}
-
-void AtomicOutput::start_writeback(uint64_t offset, uint64_t length) {
-    ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
+    unflushed_ += data.size();
+    if (unflushed_ >= kWritebackBytes) {
+        ::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);  // the whole file: pages in flight are skipped
+        unflushed_ = 0;
+    }
 }
 
 void AtomicOutput::truncate(uint64_t size) {

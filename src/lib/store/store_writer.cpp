@@ -29,8 +29,6 @@ constexpr size_t kChooseSampleBytes = 32u << 10;
 constexpr size_t kChunksPerThread = 4;
 constexpr uint64_t kBatchBytesPerThread = 1u << 20;
 constexpr size_t kMaxChunksPerThread = 256;
-// Written store bytes are handed to the disk in steps of this size.
-constexpr uint64_t kWritebackBytes = 16u << 20;
 
 // Packed FP4 tries these besides its dtype's own candidates once its scale
 // tensor is known: the seed's "chain selected per tensor".
@@ -154,7 +152,6 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
         });
     };
     uint64_t read_ticket = batch_count ? queue_read(0) : 0;
-    uint64_t written_back = 0;  // the store's bytes up to here are on their way to the disk
     for (size_t k = 0; k < batch_count; ++k) {
         Batch& b = batches[k % 2];
         io.wait(read_ticket);
@@ -181,14 +178,9 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
             encode_chunk_entry(e, std::span<uint8_t, kChunkEntryBytes>(index.data() + (b.first + i) * kChunkEntryBytes,
                                                                         kChunkEntryBytes));
         }
-        const bool flush = stored_at - written_back >= kWritebackBytes;
-        io.submit([&b, &out, flush, from = written_back, to = stored_at] {
+        io.submit([&b, &out] {
             for (const EncodedChunk& c : b.encoded) out.write_at(c.entry.stored_offset, c.payload);
-            // The disk writes what is done while the encoders go on: a 1.4
-            // GB store's closing fsync took 0.53 s of a 7 s pack otherwise.
-            if (flush) out.start_writeback(from, to - from);
         });
-        if (flush) written_back = stored_at;
         if (opt.progress) opt.progress(b.end, original_size);
     }
     io.wait_all();
