@@ -252,20 +252,6 @@ double magnitude_bits(const Plan& p, const Choice& ch) {
     return bits;
 }
 
-// k log2 k, from a table below 4096 (the same doubles as computing them:
-// the estimate, which picks the class count, is unchanged). The estimate
-// takes some 2000 of them a chunk, and std::log2 was a tenth of the
-// encoder's time on chunks of a few KiB.
-double k_log2_k(uint64_t k) {
-    constexpr size_t kTable = 4096;
-    static const std::array<double, kTable> table = [] {
-        std::array<double, kTable> t{};
-        for (size_t i = 1; i < kTable; ++i) t[i] = static_cast<double>(i) * std::log2(static_cast<double>(i));
-        return t;
-    }();
-    return k < kTable ? table[k] : static_cast<double>(k) * std::log2(static_cast<double>(k));
-}
-
 // The same estimated without building tables: the counts' order-0 entropy
 // plus what a table's description costs on average (about 6 bits a present
 // symbol and a few more).
@@ -276,8 +262,8 @@ double estimated_magnitude_bits(const Plan& p, unsigned log2k) {
         unsigned present = 0;
         double sum = 0;
         for (uint64_t k : merged(p, log2k, c))
-            if (k) n += k, ++present, sum += k_log2_k(k);
-        bits += n ? k_log2_k(n) - sum + 6.0 * present + 20 : 1;
+            if (k) n += k, ++present, sum += srans::k_log2_k(k);
+        bits += n ? srans::k_log2_k(n) - sum + 6.0 * present + 20 : 1;
     }
     return bits;
 }

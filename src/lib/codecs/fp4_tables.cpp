@@ -72,8 +72,8 @@ double entropy_bits(const Counts& c) {
     uint64_t n = 0;
     double sum = 0;
     for (uint64_t k : c)
-        if (k) n += k, sum += static_cast<double>(k) * std::log2(static_cast<double>(k));
-    return n ? static_cast<double>(n) * std::log2(static_cast<double>(n)) - sum : 0;
+        if (k) n += k, sum += srans::k_log2_k(k);
+    return n ? srans::k_log2_k(n) - sum : 0;
 }
 
 Counts add(Counts a, const Counts& b) {
