@@ -14,7 +14,6 @@ namespace ptwm {
 
 void decode_all(const StoreReader& store, const DecodeAllOptions& opt,
                 const std::function<void(uint64_t, std::span<const uint8_t>)>& sink) {
-    sink(0, store.prefix());
     const unsigned threads = opt.threads ? opt.threads : default_threads();
     const uint64_t batch_bytes = opt.batch_bytes ? opt.batch_bytes : uint64_t{threads} << 20;
     // Two batch buffers, reused and never zero-filled: the sink takes batch
@@ -23,6 +22,7 @@ void decode_all(const StoreReader& store, const DecodeAllOptions& opt,
     std::array<Scratch, 2> buffers;
     std::array<uint64_t, 2> sunk{};  // per buffer, the ticket of its last sink call
     SerialWorker sink_thread;        // after what its jobs use: stopped before they go
+    sink_thread.submit([&] { sink(0, store.prefix()); });  // every call from that thread, as documented
     const size_t n = store.chunk_count();
     for (size_t first = 0, k = 0; first < n; ++k) {
         // A batch: consecutive chunks up to batch_bytes (at least one).
