@@ -178,8 +178,10 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
             encode_chunk_entry(e, std::span<uint8_t, kChunkEntryBytes>(index.data() + (b.first + i) * kChunkEntryBytes,
                                                                         kChunkEntryBytes));
         }
-        io.submit([&b, &out] {
-            for (const EncodedChunk& c : b.encoded) out.write_at(c.entry.stored_offset, c.payload);
+        // (It takes only the payloads: the next queue_read rewrites this
+        // batch's other members while the write may still run.)
+        io.submit([&encoded = b.encoded, &out] {
+            for (const EncodedChunk& c : encoded) out.write_at(c.entry.stored_offset, c.payload);
         });
         if (opt.progress) opt.progress(b.end, original_size);
     }
