@@ -439,7 +439,13 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     if (whole && whole->dtype && n <= kMaxModelledChunkBytes) {
         const DType t = *whole->dtype;
         if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2)
-            c.push_back({Codec::scale_model, kTieMargin, 0, models::encode_scales(plane, *whole)});
+        {
+            const auto plan = models::plan_scales(plane, *whole);
+            const int w = contest_winner(c, n);
+            const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+            if (plan.floor_bytes < best_size - kTieMargin * nd)
+                c.push_back({Codec::scale_model, kTieMargin, 0, models::encode_scales(plane, *whole, plan)});
+        }
         // FP4 tensors' scale tensors, E8M0 or E4M3 (the writer marks them):
         // scale-mix, whose margin is a share of the best payload so far, not
         // of the plane: these planes code to 12-55% of their size, so

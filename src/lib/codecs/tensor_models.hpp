@@ -19,6 +19,16 @@
 
 namespace ptwm::models {
 
+// The scale model's choice for a tensor (its channel period, of those it
+// tries the one its estimate codes smallest) and a floor under the payload
+// that choice codes to, from the same estimate (see plan_scales). The
+// plane contest skips the coding where the floor already cannot win.
+struct ScalePlan {
+    uint64_t blocks_per_row = 1, blocks_per_tap = 0;
+    double floor_bytes = 0;
+};
+ScalePlan plan_scales(std::span<const uint8_t> in, const TensorLayout& layout);
+std::vector<uint8_t> encode_scales(std::span<const uint8_t> in, const TensorLayout& layout, const ScalePlan& plan);
 std::vector<uint8_t> encode_scales(std::span<const uint8_t> in, const TensorLayout& layout);
 void decode_scales(std::span<const uint8_t> payload, std::span<uint8_t> out, const TensorLayout& layout);
 
