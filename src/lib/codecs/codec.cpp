@@ -241,14 +241,19 @@ int contest_winner(std::span<const Contender> c, size_t n) {
     return best;
 }
 
+// The winner's payload size (n: raw).
+double winner_size(std::span<const Contender> c, size_t n) {
+    const int w = contest_winner(c, n);
+    return w < 0 ? static_cast<double>(n) : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+}
+
 // Whether a contender that would enter the contest at position `at`, whose
 // payload is at least `floor` bytes, cannot change its outcome: either it
 // could not beat the best before it, or a later winner beats it and
 // everything before that winner by the winner's margin, whatever its size.
 bool cannot_change_outcome(std::span<const Contender> c, size_t at, double margin, double floor, size_t n) {
     const double nd = static_cast<double>(n);
-    const int w = contest_winner(c.first(at), n);
-    const double before = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+    const double before = winner_size(c.first(at), n);
     if (floor >= before - margin * nd) return true;
     const int final_w = contest_winner(c, n);
     if (final_w < static_cast<int>(at)) return false;
@@ -427,8 +432,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // than that above the bound (a static table too large for the plane).
     // (Order 1 can only lower the best so far: without it is the widest test.)
     if (opt.level >= 2 && n <= (opt.level >= kContextModelLevel ? kAdaptiveMax : kAdaptiveFastMax)) {
-        const int w = contest_winner(c, n);
-        const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+        const double best_size = winner_size(c, n);
         // Its payload is at least order0_floor: where that cannot beat the
         // best by the margin either, encoding it is wasted.
         if (best_size - bound_bytes > kAdaptiveMargin * nd &&
@@ -438,12 +442,10 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // The context models, where the plane is a whole tensor's bytes of their dtype.
     if (whole && whole->dtype && n <= kMaxModelledChunkBytes) {
         const DType t = *whole->dtype;
-        if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2)
-        {
+        // Coded only where its floor (see plan_scales) can still win.
+        if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2) {
             const auto plan = models::plan_scales(plane, *whole);
-            const int w = contest_winner(c, n);
-            const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
-            if (plan.floor_bytes < best_size - kTieMargin * nd)
+            if (!cannot_change_outcome(c, c.size(), kTieMargin, plan.floor_bytes, n))
                 c.push_back({Codec::scale_model, kTieMargin, 0, models::encode_scales(plane, *whole, plan)});
         }
         // FP4 tensors' scale tensors, E8M0 or E4M3 (the writer marks them):
@@ -459,8 +461,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         };
         if (whole->block_scales && (t == DType::U8 || t == DType::F8_E8M0 || t == DType::F8_E4M3) &&
             opt.level >= kContextModelLevel && n <= kScaleMixMax && is_whole_tensor()) {
-            const int w = contest_winner(c, n);
-            const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+            const double best_size = winner_size(c, n);
             c.push_back({Codec::scale_mix, kScaleMixMargin * best_size / nd, 0, models::encode_scale_mix(plane, *whole)});
         }
         // Any saving is worth its decode time at these levels.
@@ -478,8 +479,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         (*whole->dtype == DType::U8 || *whole->dtype == DType::F8_E8M0 ||
          (*whole->dtype == DType::F8_E4M3 && whole->block_scales)) &&
         zc != c.end()) {
-        const int w = contest_winner(c, n);
-        const double best_size = w < 0 ? nd : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+        const double best_size = winner_size(c, n);
         if (static_cast<double>(zc->payload.size()) < kScaleZstdReach * best_size) {
             auto top = zstd_encode(plane, kScaleZstdLevel);
             if (top.size() < zc->payload.size()) zc->payload = std::move(top);
