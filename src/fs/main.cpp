@@ -16,6 +16,7 @@
 #include "index_cache.hpp"
 #include "log.hpp"
 #include "options.hpp"
+#include "idle_page_dropper.hpp"
 #include "prefetcher.hpp"
 #include "ptwm/store/chunk_cache.hpp"
 #include "ptwm/remote/http_source.hpp"
@@ -25,6 +26,12 @@
 namespace {
 
 using namespace ptwmfs;
+
+// A store no read has touched for this long has its pages dropped
+// (-o page_cache=drop): long enough that a reader between two tensors
+// keeps its read-ahead, short enough that a model loaded through the mount
+// is cached once, as the files it shows, a moment after the load.
+constexpr std::chrono::milliseconds kStoreIdle{1000};
 
 // Every local store keeps its file open (index loads and chunk reads), so a large
 // model directory can need more descriptors than the default soft limit.
@@ -83,6 +90,7 @@ int serve(fuse_args& args, const Options& options) {
     IndexCache indexes(options.index_cache);
     Prefetcher prefetcher(cache, options.workers, options.readahead, options.kernel_readahead);
     Filesystem filesystem(*tree, cache, indexes, prefetcher);
+    IdlePageDropper page_dropper(tree->local_sources(), kStoreIdle, kStoreIdle / 4);
     if (options.kernel_readahead > 0) {
         // As mountinfo spells it: the absolute path, symlinks resolved.
         std::unique_ptr<char, decltype(&free)> point(realpath(options.fuse.mountpoint, nullptr), &free);
@@ -99,6 +107,7 @@ int serve(fuse_args& args, const Options& options) {
             if (fuse_daemonize(options.fuse.foreground) == 0) {
                 if (!options.fuse.foreground) log_to_syslog();
                 prefetcher.start();
+                page_dropper.start();
                 signal_ready(options.ready_fd);
                 if (options.fuse.singlethread) {
                     status = fuse_session_loop(session);

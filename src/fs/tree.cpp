@@ -162,6 +162,8 @@ private:
         node.attr = c.attr;
         node.attr.st_ino = ino;
         node.link_target = std::move(c.link_target);
+        if (auto local = std::dynamic_pointer_cast<const ptwm::LocalFileSource>(c.store_source))
+            tree_.local_sources_.push_back(std::move(local));
         if (c.store_source)
             node.store = std::make_unique<StoreFile>(ino, std::move(c.store_source), static_cast<uint64_t>(c.attr.st_size));
         return ino;

@@ -63,6 +63,8 @@ public:
     // tree's file is fetched (or taken from the disk cache) into memory.
     UniqueFd open_regular(const Node& node) const;
     bool is_remote() const { return remote_store_ != nullptr; }
+    // The local stores' sources (none in a remote tree), for IdlePageDropper.
+    const std::vector<std::shared_ptr<const ptwm::LocalFileSource>>& local_sources() const { return local_sources_; }
 
 private:
     class Scanner;
@@ -72,6 +74,7 @@ private:
     std::shared_ptr<ptwm::remote::DiskCache> remote_cache_;
     UniqueFd root_fd_;
     std::vector<Node> nodes_;  // indexed by inode number; slot 0 unused
+    std::vector<std::shared_ptr<const ptwm::LocalFileSource>> local_sources_;
 };
 
 }  // namespace ptwmfs

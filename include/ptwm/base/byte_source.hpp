@@ -4,6 +4,7 @@
 // without the reader, the chunk cache or the daemon knowing which.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,12 @@ public:
     size_t read_up_to(uint64_t offset, std::span<uint8_t> out) const override;
     const File& file() const { return file_; }
     PageCachePolicy policy() const { return policy_; }
+    // Policy drop: drops all the file's pages once no read has come for
+    // `idle`, if any came since the last such drop. Spans drop as they fill
+    // (drop_read_pages); the last one never fills, and the kernel's
+    // read-ahead around it is not counted in it, so a reader that stops
+    // would leave it cached for good. A daemon calls this now and then.
+    void drop_pages_if_idle(std::chrono::steady_clock::time_point now, std::chrono::steady_clock::duration idle) const;
 
 private:
     size_t read_direct(uint64_t offset, std::span<uint8_t> out) const;
@@ -74,6 +81,8 @@ private:
     // Policy drop: the span read since pages were last dropped.
     mutable std::mutex drop_mutex_;
     mutable uint64_t span_begin_ = UINT64_MAX, span_end_ = 0, span_bytes_ = 0;
+    mutable bool read_since_idle_drop_ = false;
+    mutable std::chrono::steady_clock::time_point last_read_;
     uint64_t drop_every_ = 0;
 };
 

@@ -112,6 +112,8 @@ void LocalFileSource::drop_read_pages(uint64_t offset, size_t length) const {
     uint64_t first = 0, last = 0;
     {
         std::lock_guard lock(drop_mutex_);
+        read_since_idle_drop_ = true;
+        last_read_ = std::chrono::steady_clock::now();
         span_begin_ = std::min(span_begin_, offset);
         span_end_ = std::max<uint64_t>(span_end_, offset + length);
         span_bytes_ += length;
@@ -124,6 +126,22 @@ void LocalFileSource::drop_read_pages(uint64_t offset, size_t length) const {
     }
     if (last > first)
         ::posix_fadvise(file_.fd(), static_cast<off_t>(first), static_cast<off_t>(last - first), POSIX_FADV_DONTNEED);
+}
+
+void LocalFileSource::drop_pages_if_idle(std::chrono::steady_clock::time_point now,
+                                         std::chrono::steady_clock::duration idle) const {
+    if (policy_ != PageCachePolicy::drop) return;
+    {
+        std::lock_guard lock(drop_mutex_);
+        if (!read_since_idle_drop_ || now - last_read_ < idle) return;
+        read_since_idle_drop_ = false;
+        span_begin_ = UINT64_MAX;
+        span_end_ = 0;
+        span_bytes_ = 0;
+    }
+    // The whole file: what the kernel read ahead past the last span, and
+    // the folios around it, are outside the span's bounds.
+    ::posix_fadvise(file_.fd(), 0, 0, POSIX_FADV_DONTNEED);
 }
 
 size_t LocalFileSource::read_direct(uint64_t offset, std::span<uint8_t> out) const {
