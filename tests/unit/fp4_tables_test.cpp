@@ -69,18 +69,54 @@ TEST(Fp4Tables, WideLayoutRoundTripsWithAndWithoutSimd) {
             fp4tables::allow_simd(false);
             EXPECT_EQ(fp4tables::encode(m.blocks, m.scales, kind), payload) << n << " blocks";
             fp4tables::allow_simd(true);
-            for (bool simd : {true, false}) {
-                fp4tables::allow_simd(simd);
+            // SIMD with the tables in registers, SIMD gathering from the
+            // slot tables, and none.
+            for (int mode : {2, 1, 0}) {
+                fp4tables::allow_simd(mode > 0);
+                fp4tables::allow_lane_tables(mode == 2);
                 std::vector<uint8_t> out(m.blocks.size(), 0x55);
                 fp4tables::decode(payload, out, m.scales);
-                EXPECT_EQ(out, m.blocks) << n << " blocks, kind " << static_cast<int>(kind) << ", simd " << simd;
+                EXPECT_EQ(out, m.blocks) << n << " blocks, kind " << static_cast<int>(kind) << ", mode " << mode;
                 auto bad = payload;
                 bad[bad.size() / 2] ^= 0x04;
-                EXPECT_THROW(fp4tables::decode(bad, out, m.scales), CorruptData) << "simd " << simd;
+                EXPECT_THROW(fp4tables::decode(bad, out, m.scales), CorruptData) << "mode " << mode;
                 EXPECT_THROW(fp4tables::decode(std::span(payload).first(payload.size() - 2), out, m.scales), CorruptData);
             }
             fp4tables::allow_simd(true);
+            fp4tables::allow_lane_tables(true);
         }
+}
+
+// The SIMD decoder holds a table as 32 buckets of slots, each with the
+// symbols that start inside it (up to five, else it gathers from the slot
+// tables). Rare symbols next to each other in code order start close
+// together: from none to fourteen of them, every layout decodes to the
+// same bytes as the gathers and the value-by-value decoder.
+TEST(Fp4Tables, WideLayoutDecodesTablesWithManyRareSymbols) {
+    for (unsigned rare = 0; rare <= 14; ++rare) {
+        std::mt19937 rng(rare);
+        const size_t nblocks = 300;  // MX: 4800 bytes, the wide layout
+        std::vector<uint8_t> blocks(nblocks * 16), scales(nblocks, 0x7F);
+        for (auto& b : blocks) {
+            auto nibble = [&]() -> unsigned {
+                const unsigned r = rng() % 4096;
+                if (r < rare) return 1 + r;           // symbols 1..rare: about once in 4096 each
+                return (r & 1) ? 0 : 15;             // the common two at the ends
+            };
+            b = static_cast<uint8_t>(nibble() | nibble() << 4);
+        }
+        const auto payload = fp4tables::encode(blocks, scales, fp4tables::Kind::mx);
+        ASSERT_EQ(payload[0] & 2, 2) << "the wide layout";
+        for (int mode : {2, 1, 0}) {
+            fp4tables::allow_simd(mode > 0);
+            fp4tables::allow_lane_tables(mode == 2);
+            std::vector<uint8_t> out(blocks.size(), 0x55);
+            fp4tables::decode(payload, out, scales);
+            EXPECT_EQ(out, blocks) << rare << " rare symbols, mode " << mode;
+        }
+        fp4tables::allow_simd(true);
+        fp4tables::allow_lane_tables(true);
+    }
 }
 
 TEST(Fp4Tables, RoundTripsEveryByteValueAndOneScale) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -164,6 +165,50 @@ void fill_slots(const srans::Table& t, uint32_t* slots) {
         for (uint32_t k = 0; k < t.freq[s]; ++k) slots[t.cum[s] + k] = t.freq[s] << 16 | k << 4 | s;
 }
 
+// A group's table as the wide layout's SIMD decoder holds it, without the
+// 2^prec slot words (whose gathers bound the decoder: some 20 cycles for
+// 16 words on Zen 4). The slots fall into 32 buckets; a slot's symbol is
+// the symbol at its bucket's first slot, or the last symbol that starts
+// within the bucket at or before the slot. Up to kMaxBucketStarts such
+// starts a bucket, each as start << 4 | symbol (so that one compare with
+// slot << 4 | 15 tells whether the slot is past it); a table with more
+// keeps the slots.
+constexpr unsigned kBuckets = 32, kMaxBucketStarts = 5;
+struct alignas(64) LaneTable {
+    std::array<uint32_t, kAlphabet> cum{}, freq{};
+    std::array<uint32_t, kBuckets> first{};
+    std::array<std::array<uint32_t, kBuckets>, kMaxBucketStarts> starts{};  // in order; ~0 where none
+};
+
+// The symbol whose slots hold `slot`: how many of symbols 1..15 start at or
+// before it (cum never falls, so those are exactly the symbols before it).
+inline unsigned symbol_of(const std::array<uint32_t, kAlphabet>& cum, uint32_t slot) {
+    unsigned s = 0;
+    for (unsigned k = 1; k < kAlphabet; ++k) s += cum[k] <= slot;
+    return s;
+}
+
+// The most starts a bucket holds (the decoder's compares), or
+// kMaxBucketStarts + 1 where that is more than the table has room for.
+unsigned lane_table(const srans::Table& t, unsigned prec, LaneTable& l) {
+    for (unsigned s = 0; s < kAlphabet; ++s) l.cum[s] = t.cum[s], l.freq[s] = t.freq[s];
+    const uint32_t width = (1u << prec) / kBuckets;
+    unsigned most = 0;
+    for (unsigned b = 0; b < kBuckets; ++b) {
+        const uint32_t from = b * width;
+        l.first[b] = symbol_of(l.cum, from);
+        unsigned n = 0;
+        for (unsigned k = 1; k < kAlphabet; ++k)
+            if (l.freq[k] && l.cum[k] > from && l.cum[k] < from + width) {
+                if (n == kMaxBucketStarts) return kMaxBucketStarts + 1;
+                l.starts[n++][b] = l.cum[k] << 4 | k;
+            }
+        most = std::max(most, n);
+        for (; n < kMaxBucketStarts; ++n) l.starts[n][b] = ~0u;
+    }
+    return most;
+}
+
 // One value from state x: the table load and update. (Renormalisation
 // follows for all four states together, so the four loads and updates are
 // independent and only the cursor moves from state to state.)
@@ -232,6 +277,8 @@ inline void put_value(uint8_t* out, size_t i, unsigned v) {
 
 // 2: SIMD where the CPU has it; 0: none (tests).
 std::atomic<int> g_simd_allowed{2};
+// false: the SIMD decoder gathers from the slots (tests).
+std::atomic<bool> g_lane_tables_allowed{true};
 
 #ifdef PTWM_FP4_WIDE_AVX512
 bool has_avx512() {
@@ -272,6 +319,66 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
         // Values 2j, 2j + 1 sit in the two halves of a 64-bit lane: the
         // byte is the low one | the high one << 4.
         const __m512i v0 = _mm512_and_si512(e0, f4), v1 = _mm512_and_si512(e1, f4);
+        const __m128i b0 = _mm512_cvtepi64_epi8(_mm512_or_si512(v0, _mm512_srli_epi64(v0, 28)));
+        const __m128i b1 = _mm512_cvtepi64_epi8(_mm512_or_si512(v1, _mm512_srli_epi64(v1, 28)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i / 2), _mm_unpacklo_epi64(b0, b1));
+    }
+    _mm512_storeu_si512(d.x.data(), x0);
+    _mm512_storeu_si512(d.x.data() + 16, x1);
+    d.p = p;
+    return i;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i bucket_lookup_avx512(
+    const std::array<uint32_t, kBuckets>& v, __m512i bucket) {
+    return _mm512_permutex2var_epi32(_mm512_load_si512(v.data()), bucket, _mm512_load_si512(v.data() + 16));
+}
+
+// The symbols of 16 slots under one table, without a gather (see LaneTable).
+template <unsigned Starts>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i symbols_avx512(__m512i slot, __m512i bucket,
+                                                                                              const LaneTable& t) {
+    const __m512i key = _mm512_or_si512(_mm512_slli_epi32(slot, 4), _mm512_set1_epi32(15));
+    __m512i s = bucket_lookup_avx512(t.first, bucket);
+    for (unsigned k = 0; k < Starts; ++k) {
+        const __m512i start = bucket_lookup_avx512(t.starts[k], bucket);
+        s = _mm512_mask_mov_epi32(s, _mm512_cmpge_epu32_mask(key, start), start);
+    }
+    return _mm512_and_si512(s, _mm512_set1_epi32(15));
+}
+
+// One step of 16 states under table t: their symbols, and the states moved on.
+template <unsigned Starts>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i step_lanes_avx512(
+    __m512i& x, const LaneTable& t, __m512i mask, __m128i sh, __m128i bucket_sh) {
+    const __m512i slot = _mm512_and_si512(x, mask);
+    const __m512i s = symbols_avx512<Starts>(slot, _mm512_srl_epi32(slot, bucket_sh), t);
+    const __m512i f = _mm512_permutexvar_epi32(s, _mm512_load_si512(t.freq.data()));
+    const __m512i start = _mm512_permutexvar_epi32(s, _mm512_load_si512(t.cum.data()));
+    x = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srl_epi32(x, sh)), _mm512_sub_epi32(slot, start));
+    return s;
+}
+
+// As decode_wide_avx512, with each 16 lanes' table in registers (LaneTable)
+// instead of gathered from the slots.
+template <unsigned Starts>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_lanes_avx512(
+    const LaneTable* tables, unsigned prec, const std::array<uint8_t, 256>& group, const uint8_t* scales, bool nv,
+    srans::DecodeState<kWideLanes>& d, uint8_t* out, size_t coded) {
+    __m512i x0 = _mm512_loadu_si512(d.x.data()), x1 = _mm512_loadu_si512(d.x.data() + 16);
+    const __m512i mask = _mm512_set1_epi32(static_cast<int>((1u << prec) - 1));
+    const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
+    const __m128i bucket_sh = _mm_cvtsi32_si128(static_cast<int>(prec - std::bit_width(kBuckets - 1)));
+    const uint8_t* p = d.p;
+    const uint8_t* const end = d.end;
+    size_t i = 0;
+    for (; i + 32 <= coded && end - p >= 64; i += 32) {
+        const unsigned g0 = group[scales[nv ? i >> 4 : i >> 5]];
+        const unsigned g1 = nv ? group[scales[(i >> 4) + 1]] : g0;
+        const __m512i v0 = step_lanes_avx512<Starts>(x0, tables[g0], mask, sh, bucket_sh);
+        const __m512i v1 = step_lanes_avx512<Starts>(x1, tables[g1], mask, sh, bucket_sh);
+        x0 = srans::renormalize16_avx512(x0, p);
+        x1 = srans::renormalize16_avx512(x1, p);
         const __m128i b0 = _mm512_cvtepi64_epi8(_mm512_or_si512(v0, _mm512_srli_epi64(v0, 28)));
         const __m128i b1 = _mm512_cvtepi64_epi8(_mm512_or_si512(v1, _mm512_srli_epi64(v1, 28)));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i / 2), _mm_unpacklo_epi64(b0, b1));
@@ -347,7 +454,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint16_t* encode_wide_avx51
 // The wide layout: the coded values, SIMD rounds then one by one, then the
 // last values from the final states.
 void decode_wide(std::span<const uint8_t> stream, std::span<const uint8_t> scales, const std::array<uint8_t, 256>& group,
-                 const uint32_t* slots, unsigned prec, Kind kind, std::span<uint8_t> out) {
+                 const uint32_t* slots, const LaneTable* lanes, unsigned starts, unsigned prec, Kind kind,
+                 std::span<uint8_t> out) {
     srans::DecodeState<kWideLanes> d(stream);
     const size_t values = 2 * out.size();
     const size_t raw = std::min<size_t>(values, kRawPerState * kWideLanes);
@@ -355,17 +463,38 @@ void decode_wide(std::span<const uint8_t> stream, std::span<const uint8_t> scale
     const unsigned per_block_shift = kind == Kind::nv ? 4 : 5;  // 16 or 32 values a block
     size_t i = 0;
 #ifdef PTWM_FP4_WIDE_AVX512
-    if (coded >= 32 && has_avx512())
+    if (coded >= 32 && lanes) {
+        const bool nv = kind == Kind::nv;
+        switch (starts) {
+            case 0:
+            case 1: i = decode_wide_lanes_avx512<1>(lanes, prec, group, scales.data(), nv, d, out.data(), coded); break;
+            case 2: i = decode_wide_lanes_avx512<2>(lanes, prec, group, scales.data(), nv, d, out.data(), coded); break;
+            case 3: i = decode_wide_lanes_avx512<3>(lanes, prec, group, scales.data(), nv, d, out.data(), coded); break;
+            case 4: i = decode_wide_lanes_avx512<4>(lanes, prec, group, scales.data(), nv, d, out.data(), coded); break;
+            default: i = decode_wide_lanes_avx512<5>(lanes, prec, group, scales.data(), nv, d, out.data(), coded); break;
+        }
+    }
+    else if (coded >= 32 && has_avx512())
         i = decode_wide_avx512(slots, prec, group, scales.data(), kind == Kind::nv, d, out.data(), coded);
 #endif
     const uint8_t* p = d.p;
+    const uint32_t mask = (1u << prec) - 1;
     for (; i < coded; ++i) {
-        const uint32_t* t = slots + (size_t{group[scales[i >> per_block_shift]]} << prec);
+        const unsigned g = group[scales[i >> per_block_shift]];
         uint32_t& x = d.x[i % kWideLanes];
-        const uint32_t e = t[x & ((1u << prec) - 1)];
-        x = (e >> 16) * (x >> prec) + ((e >> 4) & 0xFFF);
+        unsigned v;
+        if (lanes) {
+            const LaneTable& t = lanes[g];
+            const uint32_t slot = x & mask;
+            v = symbol_of(t.cum, slot);
+            x = t.freq[v] * (x >> prec) + slot - t.cum[v];
+        } else {
+            const uint32_t e = slots[(size_t{g} << prec) | (x & mask)];
+            x = (e >> 16) * (x >> prec) + ((e >> 4) & 0xFFF);
+            v = e & 15;
+        }
         refill_checked(x, p, d.end);
-        put_value(out.data(), i, e & 15);
+        put_value(out.data(), i, v);
     }
     if (p != d.end) throw CorruptData("fp4-tables: bytes left after the stream");
     for (unsigned j = 0; j < kWideLanes; ++j) {
@@ -522,19 +651,30 @@ void decode_payload(std::span<const uint8_t> payload, std::span<uint8_t> out, st
     // Per-thread slot tables: a chunk's tables are rebuilt for every chunk.
     thread_local Slots t_slots;
     t_slots.resize(size_t{kMaxGroups} << kMaxPrec);
+    std::array<srans::Table, kMaxGroups> tables;
+    std::array<LaneTable, kMaxGroups> lanes;
+    bool by_lanes = false;
+    unsigned starts = 0;
+#ifdef PTWM_FP4_WIDE_AVX512
+    by_lanes = wide && has_avx512() && g_lane_tables_allowed.load(std::memory_order_relaxed);
+#endif
     std::array<bool, kMaxGroups> used{};
     for (unsigned g = 0; g < grouping.groups; ++g) {
-        const srans::Table t = srans::read_table(r, kAlphabet, prec);
-        used[g] = t.used;
-        if (t.used) fill_slots(t, t_slots.data() + (size_t{g} << prec));
+        tables[g] = srans::read_table(r, kAlphabet, prec);
+        used[g] = tables[g].used;
+        if (by_lanes && used[g]) starts = std::max(starts, lane_table(tables[g], prec, lanes[g]));
     }
+    by_lanes = by_lanes && starts <= kMaxBucketStarts;
+    if (!by_lanes)
+        for (unsigned g = 0; g < grouping.groups; ++g)
+            if (used[g]) fill_slots(tables[g], t_slots.data() + (size_t{g} << prec));
     const auto group = group_table(kind, grouping);
     for (size_t b = 0; b < scales.size(); ++b)
         if (!used[group[scales[b]]]) throw CorruptData("fp4-tables: block " + std::to_string(b) + " has no table");
     const uint32_t* const slots = t_slots.data();
     const auto stream = payload.subspan(kHeaderBytes + r.bytes_used());
     if (wide) {
-        decode_wide(stream, scales, group, slots, prec, kind, out);
+        decode_wide(stream, scales, group, slots, by_lanes ? lanes.data() : nullptr, starts, prec, kind, out);
         return;
     }
     srans::DecodeState<> d(stream);
@@ -560,5 +700,7 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<
 }
 
 void allow_simd(bool allowed) { g_simd_allowed.store(allowed ? 2 : 0, std::memory_order_relaxed); }
+
+void allow_lane_tables(bool allowed) { g_lane_tables_allowed.store(allowed, std::memory_order_relaxed); }
 
 }  // namespace ptwm::fp4tables

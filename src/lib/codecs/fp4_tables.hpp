@@ -12,7 +12,8 @@
 // switching tables block by block, and a table of 16 nibbles costs some 8
 // bytes (static_rans.hpp's compact form). The stream has 4 states, or from
 // 4 KiB 32 that start from the chunk's last values (the wide layout, coded
-// and decoded 32 values a round with AVX-512). There is no split or merge:
+// and decoded 32 values a round with AVX-512; the decoder holds each
+// table's symbol starts in registers, not gathered from 2^prec slots). There is no split or merge:
 // the decoder writes the packed bytes directly.
 //
 // The grouping is searched per chunk and recorded: a block's group is its
@@ -44,5 +45,9 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<
 // so the value-by-value paths other CPUs take are covered too (default:
 // allowed).
 void allow_simd(bool allowed);
+// Tests: with SIMD, decode the wide layout by gathers from the slot tables
+// only, as for tables whose buckets hold too many symbol starts (default:
+// the tables in registers where they fit).
+void allow_lane_tables(bool allowed);
 
 }  // namespace ptwm::fp4tables
