@@ -293,32 +293,24 @@ bool has_avx512() {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // Whole rounds of 32 values (16 bytes) while the payload has room for a
 // word per state; returns the values decoded. Each 16 lanes take one table
-// (MX: both halves of a block; NV: one block each), gathered from the slots.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
-    const uint32_t* slots, unsigned prec, const std::array<uint8_t, 256>& group, const uint8_t* scales, bool nv,
+// (MX: both halves of a block; NV: one block each): step(x, g) moves 16
+// states on under group g's table and returns their values.
+template <class Step>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_rounds_avx512(
+    const Step& step, const std::array<uint8_t, 256>& group, const uint8_t* scales, bool nv,
     srans::DecodeState<kWideLanes>& d, uint8_t* out, size_t coded) {
     __m512i x0 = _mm512_loadu_si512(d.x.data()), x1 = _mm512_loadu_si512(d.x.data() + 16);
-    const __m512i mask = _mm512_set1_epi32(static_cast<int>((1u << prec) - 1));
-    const __m512i f12 = _mm512_set1_epi32(0xFFF), f4 = _mm512_set1_epi32(0xF);
-    const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
     const uint8_t* p = d.p;
     const uint8_t* const end = d.end;
     size_t i = 0;
     for (; i + 32 <= coded && end - p >= 64; i += 32) {
         const unsigned g0 = group[scales[nv ? i >> 4 : i >> 5]];
         const unsigned g1 = nv ? group[scales[(i >> 4) + 1]] : g0;
-        const __m512i i0 = _mm512_add_epi32(_mm512_and_si512(x0, mask), _mm512_set1_epi32(static_cast<int>(g0 << prec)));
-        const __m512i i1 = _mm512_add_epi32(_mm512_and_si512(x1, mask), _mm512_set1_epi32(static_cast<int>(g1 << prec)));
-        const __m512i e0 = _mm512_i32gather_epi32(i0, slots, 4), e1 = _mm512_i32gather_epi32(i1, slots, 4);
-        x0 = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_srli_epi32(e0, 16), _mm512_srl_epi32(x0, sh)),
-                              _mm512_and_si512(_mm512_srli_epi32(e0, 4), f12));
-        x1 = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_srli_epi32(e1, 16), _mm512_srl_epi32(x1, sh)),
-                              _mm512_and_si512(_mm512_srli_epi32(e1, 4), f12));
+        const __m512i v0 = step(x0, g0), v1 = step(x1, g1);
         x0 = srans::renormalize16_avx512(x0, p);
         x1 = srans::renormalize16_avx512(x1, p);
         // Values 2j, 2j + 1 sit in the two halves of a 64-bit lane: the
         // byte is the low one | the high one << 4.
-        const __m512i v0 = _mm512_and_si512(e0, f4), v1 = _mm512_and_si512(e1, f4);
         const __m128i b0 = _mm512_cvtepi64_epi8(_mm512_or_si512(v0, _mm512_srli_epi64(v0, 28)));
         const __m128i b1 = _mm512_cvtepi64_epi8(_mm512_or_si512(v1, _mm512_srli_epi64(v1, 28)));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i / 2), _mm_unpacklo_epi64(b0, b1));
@@ -328,65 +320,67 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
     d.p = p;
     return i;
 }
+
+// A step whose tables are gathered from the slots.
+struct GatherStep {
+    const uint32_t* slots;
+    unsigned prec;
+    __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) __m512i operator()(__m512i& x, unsigned g) const {
+        const __m512i mask = _mm512_set1_epi32(static_cast<int>((1u << prec) - 1));
+        const __m512i idx = _mm512_add_epi32(_mm512_and_si512(x, mask), _mm512_set1_epi32(static_cast<int>(g << prec)));
+        const __m512i e = _mm512_i32gather_epi32(idx, slots, 4);
+        x = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_srli_epi32(e, 16), _mm512_srl_epi32(x, _mm_cvtsi32_si128(static_cast<int>(prec)))),
+                             _mm512_and_si512(_mm512_srli_epi32(e, 4), _mm512_set1_epi32(0xFFF)));
+        return _mm512_and_si512(e, _mm512_set1_epi32(0xF));
+    }
+};
 
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i bucket_lookup_avx512(
     const std::array<uint32_t, kBuckets>& v, __m512i bucket) {
     return _mm512_permutex2var_epi32(_mm512_load_si512(v.data()), bucket, _mm512_load_si512(v.data() + 16));
 }
 
-// The symbols of 16 slots under one table, without a gather (see LaneTable).
+// A step whose tables are in registers (LaneTable), with up to Starts
+// symbol starts a bucket.
 template <unsigned Starts>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i symbols_avx512(__m512i slot, __m512i bucket,
-                                                                                              const LaneTable& t) {
-    const __m512i key = _mm512_or_si512(_mm512_slli_epi32(slot, 4), _mm512_set1_epi32(15));
-    __m512i s = bucket_lookup_avx512(t.first, bucket);
-    for (unsigned k = 0; k < Starts; ++k) {
-        const __m512i start = bucket_lookup_avx512(t.starts[k], bucket);
-        s = _mm512_mask_mov_epi32(s, _mm512_cmpge_epu32_mask(key, start), start);
+struct LaneStep {
+    const LaneTable* tables;
+    unsigned prec;
+    __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) __m512i operator()(__m512i& x, unsigned g) const {
+        const LaneTable& t = tables[g];
+        const __m512i slot = _mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>((1u << prec) - 1)));
+        const __m512i bucket = _mm512_srl_epi32(slot, _mm_cvtsi32_si128(static_cast<int>(prec - std::bit_width(kBuckets - 1))));
+        // The symbol: the bucket's first, or the last start at or before
+        // the slot (start << 4 | symbol <= slot << 4 | 15).
+        const __m512i key = _mm512_or_si512(_mm512_slli_epi32(slot, 4), _mm512_set1_epi32(15));
+        __m512i s = bucket_lookup_avx512(t.first, bucket);
+        for (unsigned k = 0; k < Starts; ++k) {
+            const __m512i start = bucket_lookup_avx512(t.starts[k], bucket);
+            s = _mm512_mask_mov_epi32(s, _mm512_cmpge_epu32_mask(key, start), start);
+        }
+        s = _mm512_and_si512(s, _mm512_set1_epi32(15));
+        const __m512i f = _mm512_permutexvar_epi32(s, _mm512_load_si512(t.freq.data()));
+        const __m512i first_slot = _mm512_permutexvar_epi32(s, _mm512_load_si512(t.cum.data()));
+        x = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srl_epi32(x, _mm_cvtsi32_si128(static_cast<int>(prec)))),
+                             _mm512_sub_epi32(slot, first_slot));
+        return s;
     }
-    return _mm512_and_si512(s, _mm512_set1_epi32(15));
-}
+};
 
-// One step of 16 states under table t: their symbols, and the states moved on.
-template <unsigned Starts>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i step_lanes_avx512(
-    __m512i& x, const LaneTable& t, __m512i mask, __m128i sh, __m128i bucket_sh) {
-    const __m512i slot = _mm512_and_si512(x, mask);
-    const __m512i s = symbols_avx512<Starts>(slot, _mm512_srl_epi32(slot, bucket_sh), t);
-    const __m512i f = _mm512_permutexvar_epi32(s, _mm512_load_si512(t.freq.data()));
-    const __m512i start = _mm512_permutexvar_epi32(s, _mm512_load_si512(t.cum.data()));
-    x = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srl_epi32(x, sh)), _mm512_sub_epi32(slot, start));
-    return s;
-}
-
-// As decode_wide_avx512, with each 16 lanes' table in registers (LaneTable)
-// instead of gathered from the slots.
-template <unsigned Starts>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_lanes_avx512(
-    const LaneTable* tables, unsigned prec, const std::array<uint8_t, 256>& group, const uint8_t* scales, bool nv,
-    srans::DecodeState<kWideLanes>& d, uint8_t* out, size_t coded) {
-    __m512i x0 = _mm512_loadu_si512(d.x.data()), x1 = _mm512_loadu_si512(d.x.data() + 16);
-    const __m512i mask = _mm512_set1_epi32(static_cast<int>((1u << prec) - 1));
-    const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
-    const __m128i bucket_sh = _mm_cvtsi32_si128(static_cast<int>(prec - std::bit_width(kBuckets - 1)));
-    const uint8_t* p = d.p;
-    const uint8_t* const end = d.end;
-    size_t i = 0;
-    for (; i + 32 <= coded && end - p >= 64; i += 32) {
-        const unsigned g0 = group[scales[nv ? i >> 4 : i >> 5]];
-        const unsigned g1 = nv ? group[scales[(i >> 4) + 1]] : g0;
-        const __m512i v0 = step_lanes_avx512<Starts>(x0, tables[g0], mask, sh, bucket_sh);
-        const __m512i v1 = step_lanes_avx512<Starts>(x1, tables[g1], mask, sh, bucket_sh);
-        x0 = srans::renormalize16_avx512(x0, p);
-        x1 = srans::renormalize16_avx512(x1, p);
-        const __m128i b0 = _mm512_cvtepi64_epi8(_mm512_or_si512(v0, _mm512_srli_epi64(v0, 28)));
-        const __m128i b1 = _mm512_cvtepi64_epi8(_mm512_or_si512(v1, _mm512_srli_epi64(v1, 28)));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i / 2), _mm_unpacklo_epi64(b0, b1));
+// The SIMD rounds: with the tables in registers where every table fits
+// (`lanes`, `starts` its buckets' most starts), else gathered.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
+    const uint32_t* slots, const LaneTable* lanes, unsigned starts, unsigned prec, const std::array<uint8_t, 256>& group,
+    const uint8_t* scales, bool nv, srans::DecodeState<kWideLanes>& d, uint8_t* out, size_t coded) {
+    if (!lanes) return decode_wide_rounds_avx512(GatherStep{slots, prec}, group, scales, nv, d, out, coded);
+    switch (starts) {
+        case 0:
+        case 1: return decode_wide_rounds_avx512(LaneStep<1>{lanes, prec}, group, scales, nv, d, out, coded);
+        case 2: return decode_wide_rounds_avx512(LaneStep<2>{lanes, prec}, group, scales, nv, d, out, coded);
+        case 3: return decode_wide_rounds_avx512(LaneStep<3>{lanes, prec}, group, scales, nv, d, out, coded);
+        case 4: return decode_wide_rounds_avx512(LaneStep<4>{lanes, prec}, group, scales, nv, d, out, coded);
+        default: return decode_wide_rounds_avx512(LaneStep<kMaxBucketStarts>{lanes, prec}, group, scales, nv, d, out, coded);
     }
-    _mm512_storeu_si512(d.x.data(), x0);
-    _mm512_storeu_si512(d.x.data() + 16, x1);
-    d.p = p;
-    return i;
 }
 
 // The wide layout's encoder, 16 states under one table of 16 symbols: the
@@ -463,19 +457,8 @@ void decode_wide(std::span<const uint8_t> stream, std::span<const uint8_t> scale
     const unsigned per_block_shift = kind == Kind::nv ? 4 : 5;  // 16 or 32 values a block
     size_t i = 0;
 #ifdef PTWM_FP4_WIDE_AVX512
-    if (coded >= 32 && lanes) {
-        const bool nv = kind == Kind::nv;
-        switch (starts) {
-            case 0:
-            case 1: i = decode_wide_lanes_avx512<1>(lanes, prec, group, scales.data(), nv, d, out.data(), coded); break;
-            case 2: i = decode_wide_lanes_avx512<2>(lanes, prec, group, scales.data(), nv, d, out.data(), coded); break;
-            case 3: i = decode_wide_lanes_avx512<3>(lanes, prec, group, scales.data(), nv, d, out.data(), coded); break;
-            case 4: i = decode_wide_lanes_avx512<4>(lanes, prec, group, scales.data(), nv, d, out.data(), coded); break;
-            default: i = decode_wide_lanes_avx512<5>(lanes, prec, group, scales.data(), nv, d, out.data(), coded); break;
-        }
-    }
-    else if (coded >= 32 && has_avx512())
-        i = decode_wide_avx512(slots, prec, group, scales.data(), kind == Kind::nv, d, out.data(), coded);
+    if (coded >= 32 && (lanes || has_avx512()))
+        i = decode_wide_avx512(slots, lanes, starts, prec, group, scales.data(), kind == Kind::nv, d, out.data(), coded);
 #endif
     const uint8_t* p = d.p;
     const uint32_t mask = (1u << prec) - 1;
