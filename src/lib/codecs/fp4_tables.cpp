@@ -173,11 +173,14 @@ void fill_slots(const srans::Table& t, uint32_t* slots) {
 // starts a bucket, each as start << 4 | symbol (so that one compare with
 // slot << 4 | 15 tells whether the slot is past it); a table with more
 // keeps the slots.
+// (No initialisers: lane_table writes every field, and decode_payload keeps
+// sixteen of these, 14 KiB, on the stack of every chunk's decode, most of
+// which never use them.)
 constexpr unsigned kBuckets = 32, kMaxBucketStarts = 5;
 struct alignas(64) LaneTable {
-    std::array<uint32_t, kAlphabet> cum{}, freq{};
-    std::array<uint32_t, kBuckets> first{};
-    std::array<std::array<uint32_t, kBuckets>, kMaxBucketStarts> starts{};  // in order; ~0 where none
+    std::array<uint32_t, kAlphabet> cum, freq;
+    std::array<uint32_t, kBuckets> first;
+    std::array<std::array<uint32_t, kBuckets>, kMaxBucketStarts> starts;  // in order; ~0 where none
 };
 
 // The symbol whose slots hold `slot`: how many of symbols 1..15 start at or

@@ -13,8 +13,8 @@
 // bytes (static_rans.hpp's compact form). The stream has 4 states, or from
 // 4 KiB 32 that start from the chunk's last values (the wide layout, coded
 // and decoded 32 values a round with AVX-512; the decoder holds each
-// table's symbol starts in registers, not gathered from 2^prec slots). There is no split or merge:
-// the decoder writes the packed bytes directly.
+// table's symbol starts in registers, not gathered from 2^prec slots).
+// There is no split or merge: the decoder writes the packed bytes directly.
 //
 // The grouping is searched per chunk and recorded: a block's group is its
 // scale context (the E8M0 scale of MX, the exponent of NV's E4M3 scale)
