@@ -13,10 +13,10 @@
 #include <memory>
 
 #include "filesystem.hpp"
+#include "idle_page_dropper.hpp"
 #include "index_cache.hpp"
 #include "log.hpp"
 #include "options.hpp"
-#include "idle_page_dropper.hpp"
 #include "prefetcher.hpp"
 #include "ptwm/store/chunk_cache.hpp"
 #include "ptwm/remote/http_source.hpp"
