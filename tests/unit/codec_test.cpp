@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <htscodecs/rANS_static4x16.h>
 
 #include <algorithm>
 #include <random>
@@ -114,14 +115,6 @@ TEST(Codec, AdaptiveCoderBeatsTheStaticTableOnSmallSkewedPlanes) {
     EXPECT_LE(encode_plane(plane, {}).payload.size(), adaptive.size() + plane.size() / 100);
 }
 
-}  // namespace
-}  // namespace ptwm
-
-#include <htscodecs/rANS_static4x16.h>
-
-namespace ptwm {
-namespace {
-
 // Our rANS payloads are htscodecs' own streams: any htscodecs build must
 // read them through its public API, whichever kernel wrote them.
 TEST(Codec, RansPayloadsAreReadableByHtscodecsPublicApi) {
@@ -138,6 +131,54 @@ TEST(Codec, RansPayloadsAreReadableByHtscodecsPublicApi) {
             EXPECT_EQ(out, plane) << name(c) << " n=" << n;
         }
     }
+}
+
+// Four-state order-0 streams (planes below 11200 bytes) are decoded by
+// ptwm's own reader, not htscodecs': on every alphabet shape (one symbol,
+// runs of successive symbols, all 256, gaps) and length (n % 4 of each
+// kind) it must give the bytes htscodecs gives, and damaged streams must
+// be refused or decode to some bytes, never read outside the payload
+// (the ASan build).
+TEST(Codec, OwnOrder0ReaderAgreesWithHtscodecs) {
+    std::mt19937 rng(29);
+    size_t checked = 0;
+    for (size_t n : {16u, 17u, 18u, 19u, 100u, 384u, 1001u, 4096u, 11199u})
+        for (int shape = 0; shape < 5; ++shape) {
+            std::vector<uint8_t> plane(n);
+            for (auto& b : plane) {
+                switch (shape) {
+                    case 0: b = static_cast<uint8_t>(rng() % 3 == 0 ? 0 : 7); break;                    // 0 and a gap
+                    case 1: b = static_cast<uint8_t>(120 + std::min<unsigned>(rng() % 64, rng() % 20)); break;  // a run
+                    case 2: b = static_cast<uint8_t>(rng()); break;                                     // all 256
+                    case 3: b = static_cast<uint8_t>(255 - rng() % 2 * 2); break;                       // 253, 255
+                    default: b = static_cast<uint8_t>(rng() % 5 * 50); break;                           // spread
+                }
+            }
+            const auto payload = encode_with(Codec::rans0, plane);
+            if (payload.empty() || payload[0] != RANS_ORDER_NOSZ) continue;  // stored raw (CAT) or as 32 states
+            std::vector<uint8_t> theirs(n), ours(n);
+            unsigned out_size = static_cast<unsigned>(n);
+            ASSERT_NE(rans_uncompress_to_4x16(const_cast<uint8_t*>(payload.data()), static_cast<unsigned>(payload.size()),
+                                              theirs.data(), &out_size),
+                      nullptr);
+            ASSERT_EQ(theirs, plane) << "n=" << n << " shape " << shape;
+            decode_plane(Codec::rans0, payload, ours, {});
+            EXPECT_EQ(ours, plane) << "n=" << n << " shape " << shape;
+            ++checked;
+            for (int k = 0; k < 200; ++k) {
+                auto bad = payload;
+                if (k % 4 == 0) {
+                    bad.resize(rng() % bad.size());
+                } else {
+                    bad[1 + rng() % (bad.size() - 1)] ^= static_cast<uint8_t>(1u << (rng() % 8));
+                }
+                try {
+                    decode_plane(Codec::rans0, bad, ours, {});
+                } catch (const CorruptData&) {
+                }
+            }
+        }
+    EXPECT_GE(checked, 20u) << "the order-0 streams the test meant to cover";
 }
 
 // The context models decode any bytes they encoded, under any layout and
@@ -204,9 +245,10 @@ TEST(ContextModels, ScaleModelIsNotSkippedWhereItWouldWin) {
             const auto coded = encode_plane(scales, {}, &layout);
             const auto model = models::encode_scales(scales, layout);
             model_wins += coded.codec == Codec::scale_model;
-            if (coded.codec != Codec::scale_model)
+            if (coded.codec != Codec::scale_model) {
                 EXPECT_GE(static_cast<double>(model.size()), static_cast<double>(coded.payload.size()) - 0.01 * static_cast<double>(n))
                     << "trial " << trial << ": the scale model was skipped where it codes smaller";
+            }
         }
     }
     EXPECT_GT(model_wins, 0);
