@@ -702,10 +702,18 @@ struct RenormPermutes {
 };
 const RenormPermutes kRenormPermutes;
 
+// 8 table offsets, 16- or 32-bit, as 32-bit lanes.
+__attribute__((target("avx2"))) inline __m256i load_offsets8(const uint16_t* at) {
+    return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+}
+__attribute__((target("avx2"))) inline __m256i load_offsets8(const uint32_t* at) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+}
+
 // As decode_state_signs_avx512 with AVX2: 8 states a vector, gathers, and
 // renormalisation by a permute of the next 8 words.
-template <bool Classes, size_t Lanes>
-__attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* words, const uint32_t* cls_at,
+template <bool Classes, size_t Lanes, class Offset>
+__attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* words, const Offset* cls_at,
                                                                 uint64_t period, uint64_t& j, unsigned prec,
                                                                 const uint8_t* signs, srans::DecodeState<Lanes>& d,
                                                                 uint8_t* out, size_t n) {
@@ -731,7 +739,7 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
         for (int v = 0; v < V; ++v) {
             __m256i idx = _mm256_and_si256(x[v], mask);
             if constexpr (Classes)
-                idx = _mm256_or_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cls_at + j + 8 * v)), idx);
+                idx = _mm256_or_si256(load_offsets8(cls_at + j + 8 * v), idx);
             e[v] = _mm256_i32gather_epi32(reinterpret_cast<const int*>(words), idx, 4);
         }
         if constexpr (Classes) {
@@ -850,14 +858,15 @@ const uint32_t* slot_words(const std::vector<Table>& t, unsigned prec) {
 // As decode_wide_avx512 with two or four vectors of 16 states, one gather
 // a state: whole rounds of 32 or 64 bytes while the payload has room for a
 // word per state. cls_at: each column's (or byte's) table offset, its class
-// << prec, so that one ternary op makes a gather index. The gathers bound
+// << prec (16 bits up to 13-bit tables, else 32), so that one ternary op
+// makes a gather index. The gathers bound
 // the round (about 20 cycles for 16 lanes on Zen 4), and little runs beside
 // them: every other op adds to its time, and the round is written to have
 // few. Two 8-lane gathers a vector, not one of 16: on Zen 4 they decoded
 // the corpus's FP8 files 2-8% faster.
-template <bool Classes, size_t Lanes>
+template <bool Classes, size_t Lanes, class Offset>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_signs_avx512(
-    const uint32_t* words, const uint32_t* cls_at, uint64_t period, uint64_t& j, unsigned prec, const uint8_t* signs,
+    const uint32_t* words, const Offset* cls_at, uint64_t period, uint64_t& j, unsigned prec, const uint8_t* signs,
     srans::DecodeState<Lanes>& d, uint8_t* out, size_t n) {
     constexpr int V = Lanes / 16;
     __m512i x[V];
@@ -875,7 +884,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_si
         for (int v = 0; v < V; ++v) {
             __m512i idx;
             if constexpr (Classes) {
-                const __m512i c = _mm512_loadu_si512(cls_at + j + 16 * v);
+                __m512i c;
+                if constexpr (sizeof(Offset) == 2)
+                    c = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cls_at + j + 16 * v)));
+                else
+                    c = _mm512_loadu_si512(cls_at + j + 16 * v);
                 idx = _mm512_ternarylogic_epi32(x[v], mask, c, 0xEA);  // (x & mask) | c
             } else {
                 idx = _mm512_and_si512(x[v], mask);
@@ -934,8 +947,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_si
 // states step, then renormalise from offsets known from their sums, so the
 // four loads go out together). Words are taken in lane order, as the SIMD
 // decoder takes them.
-template <bool Classes, size_t Lanes>
-size_t decode_state_signs_rounds(const uint32_t* words, const uint32_t* cls_at, uint64_t period, uint64_t& j, unsigned prec,
+template <bool Classes, size_t Lanes, class Offset>
+size_t decode_state_signs_rounds(const uint32_t* words, const Offset* cls_at, uint64_t period, uint64_t& j, unsigned prec,
                                  const uint8_t* signs, srans::DecodeState<Lanes>& d, uint8_t* out, size_t n) {
     const uint32_t mask = (1u << prec) - 1;
     auto x = d.x;  // a local copy: stores to `out` could alias d's members
@@ -977,8 +990,8 @@ size_t decode_state_signs_rounds(const uint32_t* words, const uint32_t* cls_at, 
 // The state-signs layout: the wide layout's bytes, then the last signs from
 // the final states. `kept_signs`: the payload's sign bytes (the signs of the
 // bytes before the last min(n, 960)).
-template <size_t Lanes>
-void decode_state_signs(const std::vector<Table>& t, std::span<const uint32_t> cls_at,
+template <size_t Lanes, class Offset>
+void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls_at,
                         std::span<const uint8_t> kept_signs, unsigned prec, uint64_t period, uint64_t phase,
                         srans::DecodeState<Lanes>& d, std::span<uint8_t> out) {
     const size_t n = out.size();
@@ -995,25 +1008,25 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const uint32_t> c
     size_t i = 0;
     uint64_t j = phase;
     if (n >= 2 * Lanes) {
-        const uint32_t* const cls_ext = cls_at.data();  // columns j .. j + Lanes - 1 without a wrap
+        const Offset* const cls_ext = cls_at.data();  // columns j .. j + Lanes - 1 without a wrap
 #ifdef PTWM_F8_WIDE_AVX512
         if (has_avx512()) {
             if (classes)
-                i = decode_state_signs_avx512<true, Lanes>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
+                i = decode_state_signs_avx512<true, Lanes, Offset>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
             else
-                i = decode_state_signs_avx512<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
+                i = decode_state_signs_avx512<false, Lanes, Offset>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
         } else if (has_avx2()) {
             if (classes)
-                i = decode_state_signs_avx2<true, Lanes>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
+                i = decode_state_signs_avx2<true, Lanes, Offset>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
             else
-                i = decode_state_signs_avx2<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
+                i = decode_state_signs_avx2<false, Lanes, Offset>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
         }
 #endif
         if (i == 0) {
             if (classes)
-                i = decode_state_signs_rounds<true, Lanes>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
+                i = decode_state_signs_rounds<true, Lanes, Offset>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
             else
-                i = decode_state_signs_rounds<false, Lanes>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
+                i = decode_state_signs_rounds<false, Lanes, Offset>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
         }
         if (!classes) j = (phase + i) % period;
     }
@@ -1185,24 +1198,30 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         // the whole chunk. Built once (a 256 KiB chunk of row classes used
         // to be allocated, zeroed and copied twice).
         if (row_classes) period = std::max<size_t>(n, 1), phase = 0;
-        // Each column's (or byte's) table offset in the slot words.
-        const auto at = [&](uint8_t c) { return uint32_t{c} << prec; };
-        const auto ext = wrapped_classes<uint32_t>(period, sixty_four ? 64 : 32, [&](std::span<uint32_t> first) {
-            if (!row_classes) {
-                std::transform(cls.begin(), cls.begin() + static_cast<std::ptrdiff_t>(period), first.begin(), at);
-                return;
+        // Each column's (or byte's) table offset in the slot words: 16 bits
+        // where they fit (the encoder's tables, up to 2^12 slots), which
+        // keeps a chunk's row offsets at twice its size, not four times.
+        const auto decode_with = [&]<class Offset>() {
+            const auto at = [&](uint8_t c) { return static_cast<Offset>(uint32_t{c} << prec); };
+            const auto ext = wrapped_classes<Offset>(period, sixty_four ? 64 : 32, [&](std::span<Offset> first) {
+                if (!row_classes) {
+                    std::transform(cls.begin(), cls.begin() + static_cast<std::ptrdiff_t>(period), first.begin(), at);
+                    return;
+                }
+                first[0] = 0;  // (an empty chunk)
+                for_each_row(n, chunk_period, chunk_phase,
+                             [&](size_t i, size_t len, size_t r) { std::fill_n(first.data() + i, len, at(cls[r])); });
+            });
+            if (sixty_four) {
+                srans::DecodeState<64> d(payload);
+                decode_state_signs(tables, ext, signs, prec, period, phase, d, out);
+            } else {
+                srans::DecodeState<32> d(payload);
+                decode_state_signs(tables, ext, signs, prec, period, phase, d, out);
             }
-            first[0] = 0;  // (an empty chunk)
-            for_each_row(n, chunk_period, chunk_phase,
-                         [&](size_t i, size_t len, size_t r) { std::fill_n(first.data() + i, len, at(cls[r])); });
-        });
-        if (sixty_four) {
-            srans::DecodeState<64> d(payload);
-            decode_state_signs(tables, ext, signs, prec, period, phase, d, out);
-        } else {
-            srans::DecodeState<32> d(payload);
-            decode_state_signs(tables, ext, signs, prec, period, phase, d, out);
-        }
+        };
+        if ((7u << prec) <= UINT16_MAX) decode_with.template operator()<uint16_t>();
+        else decode_with.template operator()<uint32_t>();
         return;
     }
     std::vector<srans::DecodeTable> t;
