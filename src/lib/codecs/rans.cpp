@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/scratch.hpp"
+#include "codecs/static_rans.hpp"
 #include "ptwm/base/error.hpp"
 
 #ifdef PTWM_HTSCODECS_KERNELS
@@ -100,28 +101,27 @@ std::vector<uint8_t> encode_public(std::span<const uint8_t> plane, int flags) {
 // here: htscodecs builds three tables of 4096 slots a call, one 16-bit
 // store at a time, some 4 us whatever the plane's size -- on the corpus's
 // FP8 files that was 4-7% of the decode time, spent on bias planes of a
-// few hundred bytes. One byte a slot, filled by memset, is a twentieth of
-// that. The stream, as rans_uncompress_O0_4x16 (htscodecs 1.3) reads it:
+// few hundred bytes. The stream, as rans_uncompress_O0_4x16 (htscodecs 1.3)
+// reads it:
 //   - the alphabet: a symbol, then either the next symbol or, where the
 //     next byte is the symbol's successor, that byte and a run length of
 //     further successors; a 0 after the first symbol ends it;
 //   - each present symbol's frequency (big-endian 7-bit groups), in
 //     symbol order, scaled by a power of two to sum to 4096;
-//   - four little-endian 32-bit states, each at least 2^15;
-//   - 16-bit little-endian words: byte i is decoded on state i % 4, which
-//     then takes the next word while it is below 2^15.
+//   - then a static rANS stream as static_rans.hpp's (four little-endian
+//     32-bit states in [2^15, 2^31), byte i on state i % 4, 16-bit words),
+//     which its DecodeState and get() read, with a byte-a-slot table
+//     filled by memset: a twentieth of htscodecs' set-up.
 // On valid streams it gives htscodecs' bytes (tests decode with both); on
 // damaged ones it returns false where htscodecs returns NULL or stops
-// renormalising at the payload's end, as htscodecs does, and never reads
-// outside the payload.
+// renormalising at the payload's end, and never reads outside the payload.
 constexpr unsigned kO0Shift = 12;
-constexpr uint32_t kO0Total = 1u << kO0Shift, kO0Low = 1u << 15;
+constexpr uint32_t kO0Total = 1u << kO0Shift;
 
 bool decode_order0(std::span<const uint8_t> in, std::span<uint8_t> out) {
     if (in.size() < 16) return false;
     const uint8_t* cp = in.data();
-    const uint8_t* const end = in.data() + in.size();
-    const uint8_t* const table_end = end - 8;  // htscodecs' bound for the table
+    const uint8_t* const table_end = in.data() + in.size() - 8;  // htscodecs' bound for the table
     std::array<uint32_t, 256> freq{};
     // The alphabet.
     {
@@ -159,43 +159,34 @@ bool decode_order0(std::span<const uint8_t> in, std::span<uint8_t> out) {
     if (sum == 0 || sum > kO0Total) return false;
     unsigned shift = 0;
     while ((sum << shift) < kO0Total) ++shift;
-    std::array<uint8_t, kO0Total> symbol;
-    std::array<uint32_t, 256> start{};
+    srans::DecodeTable t;
+    t.symbol.resize(kO0Total);
+    t.freq.assign(256, 0);
+    t.cum.assign(256, 0);
     uint32_t x = 0;
     for (unsigned j = 0; j < 256; ++j) {
         if (!freq[j]) continue;
-        freq[j] <<= shift;
-        if (freq[j] > kO0Total - x) return false;
-        start[j] = x;
-        std::memset(symbol.data() + x, static_cast<int>(j), freq[j]);
-        x += freq[j];
+        const uint32_t f = freq[j] << shift;
+        if (f > kO0Total - x) return false;
+        t.freq[j] = f;
+        t.cum[j] = x;
+        std::memset(t.symbol.data() + x, static_cast<int>(j), f);
+        x += f;
     }
-    if (x != kO0Total || end - cp < 16) return false;
-    std::array<uint32_t, 4> r;
-    for (auto& state : r) {
-        state = uint32_t{cp[0]} | uint32_t{cp[1]} << 8 | uint32_t{cp[2]} << 16 | uint32_t{cp[3]} << 24;
-        cp += 4;
-        if (state < kO0Low) return false;
+    if (x != kO0Total) return false;
+    try {
+        srans::DecodeState<> d(in.subspan(static_cast<size_t>(cp - in.data())));
+        // Local copies: stores to `out` could alias d's members.
+        auto r = d.x;
+        const uint8_t* p = d.p;
+        const size_t n = out.size();
+        size_t i = 0;
+        for (; i + 4 <= n; i += 4)
+            for (unsigned k = 0; k < 4; ++k) out[i + k] = static_cast<uint8_t>(srans::get(r[k], p, d.end, t, kO0Shift));
+        for (; i < n; ++i) out[i] = static_cast<uint8_t>(srans::get(r[i & 3], p, d.end, t, kO0Shift));
+    } catch (const CorruptData&) {
+        return false;
     }
-    const auto step = [&](uint32_t& state, uint8_t& b) {
-        const uint32_t m = state & (kO0Total - 1);
-        const uint8_t s = symbol[m];
-        state = freq[s] * (state >> kO0Shift) + m - start[s];
-        b = s;
-        if (state < kO0Low && end - cp >= 2) {
-            state = state << 16 | uint32_t{cp[0]} | uint32_t{cp[1]} << 8;
-            cp += 2;
-        }
-    };
-    const size_t n = out.size();
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        step(r[0], out[i]);
-        step(r[1], out[i + 1]);
-        step(r[2], out[i + 2]);
-        step(r[3], out[i + 3]);
-    }
-    for (; i < n; ++i) step(r[i & 3], out[i]);
     return true;
 }
 
