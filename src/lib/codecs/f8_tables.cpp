@@ -84,8 +84,9 @@ void for_each_column(size_t n, uint64_t period, uint64_t phase, F&& f) {
     }
 }
 
-// The classes of columns 0 .. period - 1 (written by `fill` into the span it
-// is given), then those of the next `extra` columns again, wrapped: a SIMD
+// The classes of columns 0 .. period - 1, or what stands for them (the
+// decoder's table offsets: T), written by `fill` into the span it is given,
+// then those of the next `extra` columns again, wrapped: a SIMD
 // round of `extra` bytes loads its classes without a wrap test. In memory
 // reused per thread, per caller (each `fill` is a type of its own; neither
 // the decoders nor the SIMD encoder nest).
@@ -855,15 +856,22 @@ const uint32_t* slot_words(const std::vector<Table>& t, unsigned prec) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+// 16 table offsets, 16- or 32-bit, as 32-bit lanes.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_offsets16(const uint16_t* at) {
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_offsets16(const uint32_t* at) {
+    return _mm512_loadu_si512(at);
+}
+
 // As decode_wide_avx512 with two or four vectors of 16 states, one gather
 // a state: whole rounds of 32 or 64 bytes while the payload has room for a
 // word per state. cls_at: each column's (or byte's) table offset, its class
 // << prec (16 bits up to 13-bit tables, else 32), so that one ternary op
-// makes a gather index. The gathers bound
-// the round (about 20 cycles for 16 lanes on Zen 4), and little runs beside
-// them: every other op adds to its time, and the round is written to have
-// few. Two 8-lane gathers a vector, not one of 16: on Zen 4 they decoded
-// the corpus's FP8 files 2-8% faster.
+// makes a gather index. The gathers bound the round (about 20 cycles for 16
+// lanes on Zen 4), and little runs beside them: every other op adds to its
+// time, and the round is written to have few. Two 8-lane gathers a vector,
+// not one of 16: on Zen 4 they decoded the corpus's FP8 files 2-8% faster.
 template <bool Classes, size_t Lanes, class Offset>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_signs_avx512(
     const uint32_t* words, const Offset* cls_at, uint64_t period, uint64_t& j, unsigned prec, const uint8_t* signs,
@@ -872,7 +880,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_si
     __m512i x[V];
     for (int v = 0; v < V; ++v) x[v] = _mm512_loadu_si512(d.x.data() + 16 * v);
     const __m512i mask = _mm512_set1_epi32(static_cast<int>((1u << prec) - 1));
-    const __m512i low = _mm512_set1_epi32(static_cast<int>(srans::kLow));
     const __m512i f13 = _mm512_set1_epi32(0x1FFF);
     const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
     const uint8_t* p = d.p;
@@ -884,12 +891,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_si
         for (int v = 0; v < V; ++v) {
             __m512i idx;
             if constexpr (Classes) {
-                __m512i c;
-                if constexpr (sizeof(Offset) == 2)
-                    c = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cls_at + j + 16 * v)));
-                else
-                    c = _mm512_loadu_si512(cls_at + j + 16 * v);
-                idx = _mm512_ternarylogic_epi32(x[v], mask, c, 0xEA);  // (x & mask) | c
+                idx = _mm512_ternarylogic_epi32(x[v], mask, load_offsets16(cls_at + j + 16 * v), 0xEA);  // (x & mask) | c
             } else {
                 idx = _mm512_and_si512(x[v], mask);
             }
@@ -901,20 +903,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_si
             j += step;  // (j + Lanes) mod period, without a division
             if (j >= period) j -= period;
         }
-        __mmask16 m[V];
         for (int v = 0; v < V; ++v) {
             const __m512i f = _mm512_and_si512(_mm512_srli_epi32(e[v], 7), f13);
             x[v] = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srl_epi32(x[v], sh)), _mm512_srli_epi32(e[v], 20));
-            m[v] = _mm512_cmplt_epu32_mask(x[v], low);
         }
-        // Renormalise in lane order: the states below 2^15 take the next
-        // words, one each, expanded into their lanes.
-        for (int v = 0; v < V; ++v) {
-            const __m512i w = _mm512_maskz_expand_epi32(
-                m[v], _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-            x[v] = _mm512_mask_or_epi32(x[v], m[v], _mm512_slli_epi32(x[v], 16), w);
-            p += 2 * __builtin_popcount(m[v]);
-        }
+        for (int v = 0; v < V; ++v) x[v] = srans::renormalize16_avx512(x[v], p);
         // The symbols' low 7 bits, the signs' bits on top: one ternary op a
         // round, (bytes & 0x7F) | (sign ? 0x80 : 0).
         const __m128i b0 = _mm512_cvtepi32_epi8(e[0]), b1 = _mm512_cvtepi32_epi8(e[1]);
