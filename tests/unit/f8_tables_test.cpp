@@ -257,11 +257,13 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
 }
 
 // E5M2 kernels take the same tables: any byte is a magnitude and a sign.
-// The SIMD encoder (AVX-512, 16 states a vector, exact quotients from double
-// division) must write the byte-by-byte encoder's bytes: every layout it
-// serves, class counts, row classes, precisions up to 15 bits (the wide
-// layout's), lengths around whole rounds, offsets inside rows. On CPUs
-// without AVX-512 both runs are the byte-by-byte encoder.
+// The SIMD encoder (AVX-512, 16 states a vector, exact quotients from a
+// refined reciprocal and one correction) must write the byte-by-byte
+// encoder's bytes: every layout it serves, class counts, row classes,
+// precisions up to 15 bits (the wide layout's), lengths around whole rounds,
+// offsets inside rows (some hundred thousand quotients, some of them
+// integers, where the reciprocal may fall short). On CPUs without AVX-512
+// both runs are the byte-by-byte encoder.
 TEST(F8Tables, SimdEncoderWritesTheScalarEncodersBytes) {
     const auto kernel = fp8_kernel(1400, 96, 11);
     std::vector<uint8_t> any(70000);

@@ -304,13 +304,33 @@ void pack_signs(std::span<const uint8_t> in, uint8_t* signs) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+// floor(y / f) or one less, for y < 2^31 and 0 < f <= 2^15, without a
+// division (a 512-bit vdivpd pair was two thirds of the encoder's round):
+// 1/f from the 14-bit estimate and two Newton steps, good to about 2^-52,
+// puts y/f within 2^-20 of the true quotient (below 2^31), nearer than a
+// quotient that is not an integer comes to one (1/f, at least 2^-15): it
+// truncates to the floor unless the quotient is an integer and the product
+// fell just below it.
+// The caller adds the one it may lack (see encode_rounds_avx512).
+__attribute__((target("avx512f,avx512dq"))) inline __m256i quotient_floor_avx512(__m256i y, __m256i f) {
+    const __m512d one = _mm512_set1_pd(1.0), fd = _mm512_cvtepu32_pd(f);
+    __m512d r = _mm512_rcp14_pd(fd);
+    r = _mm512_fmadd_pd(r, _mm512_fnmadd_pd(fd, r, one), r);
+    r = _mm512_fmadd_pd(r, _mm512_fnmadd_pd(fd, r, one), r);
+    return _mm512_cvttpd_epu32(_mm512_mul_pd(_mm512_cvtepu32_pd(y), r));
+}
+__attribute__((target("avx512f,avx512dq"))) inline __m512i quotient_floor_avx512(__m512i y, __m512i f) {
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(quotient_floor_avx512(_mm512_castsi512_si256(y), _mm512_castsi512_si256(f))),
+        quotient_floor_avx512(_mm512_extracti64x4_epi64(y, 1), _mm512_extracti64x4_epi64(f, 1)), 1);
+}
+
 // code_bytes' whole rounds of Lanes bytes (raw signs), back to front from
 // round `rounds` - 1, 16 states a vector: the same words as put() byte by
 // byte. One gather a vector of the symbol's frequency and start
 // (fc: f | cum << 16 per table slot of sym); the quotient x / f, which put()
-// takes from a reciprocal, comes exact from a double division (x < 2^31,
-// f <= 2^15: a quotient is never within 2^-15 of an integer above it, far
-// more than a double's rounding), so the states and words are put()'s.
+// takes from a reciprocal, comes exact from quotient_floor_avx512 and one
+// correction, so the states and words are put()'s.
 // The words of the states that renormalise are stored compressed, in lane
 // order, below the cursor. Byte by byte, the encoder's 64 states lived in
 // memory and it coded at about 3 ns a byte: a third of the FP8 pack time.
@@ -324,6 +344,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) uint8_t* encode_ro
     const __m128i max_shift = _mm_cvtsi32_si128(static_cast<int>(31 - prec));
     const __m512i total = _mm512_set1_epi32(static_cast<int>(1u << prec));
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF), lo7 = _mm512_set1_epi32(0x7F);
+    const __m128i prec_shift = _mm_cvtsi32_si128(static_cast<int>(prec));
     for (size_t r = rounds; r-- > 0;) {
         const size_t i = r * Lanes;
         const uint64_t j = Classes ? (phase + i) % period : 0;
@@ -341,12 +362,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) uint8_t* encode_ro
             _mm256_mask_storeu_epi16(p, static_cast<__mmask16>((1u << n) - 1),
                                      _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(m, xv[v])));
             const __m512i y = _mm512_mask_srli_epi32(xv[v], m, xv[v], 16);
-            const __m512d f0 = _mm512_cvtepu32_pd(_mm512_castsi512_si256(f)), f1 = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(f, 1));
-            const __m512d y0 = _mm512_cvtepu32_pd(_mm512_castsi512_si256(y)), y1 = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(y, 1));
-            const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvttpd_epu32(_mm512_div_pd(y0, f0))),
-                                                 _mm512_cvttpd_epu32(_mm512_div_pd(y1, f1)), 1);
-            // x' = q * 2^prec + (y - q f) + cum
-            xv[v] = _mm512_add_epi32(_mm512_add_epi32(y, cum), _mm512_mullo_epi32(q, _mm512_sub_epi32(total, f)));
+            const __m512i q = quotient_floor_avx512(y, f);
+            // x' = q * 2^prec + (y - q f) + cum, one more q where q came out
+            // one short: its remainder (x' - cum - q 2^prec) is then f or more.
+            __m512i xn = _mm512_add_epi32(_mm512_add_epi32(y, cum), _mm512_mullo_epi32(q, _mm512_sub_epi32(total, f)));
+            const __m512i rem = _mm512_sub_epi32(_mm512_sub_epi32(xn, cum), _mm512_sll_epi32(q, prec_shift));
+            xv[v] = _mm512_mask_add_epi32(xn, _mm512_cmpge_epu32_mask(rem, f), xn, _mm512_sub_epi32(total, f));
         }
     }
     for (int v = 0; v < V; ++v) _mm512_storeu_si512(x.data() + 16 * v, xv[v]);
