@@ -34,6 +34,11 @@ void decode_chunk_payload(const ChunkEntry& entry, std::span<const uint8_t> payl
 // TensorInfo::begin) of tensor `t`.
 TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset, bool block_scales = false);
 
+// The candidates choose_decomposition can pick: beside the whole bytes
+// (stream) a nibble split never has the smaller order-0 sum, so it goes.
+// Where one is left, no sample need be read.
+std::vector<Decomposition> viable_candidates(std::span<const Decomposition> candidates);
+
 // The decomposition among `candidates` whose planes have the smallest summed
 // order-0 bound on `sample` (a prefix of the tensor's bytes; `scales` the
 // block scales of that prefix, for grouped candidates).

@@ -274,20 +274,24 @@ private:
 
 }  // namespace
 
-Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample,
-                                   std::span<const uint8_t> scales) {
-    if (candidates.size() == 1) return candidates.front();
+std::vector<Decomposition> viable_candidates(std::span<const Decomposition> candidates) {
     // A byte's order-0 entropy is never above the sum of its two nibbles'
-    // (after any per-byte bit reorder), so beside the whole bytes a nibble
-    // split cannot win on this measure and is not counted.
+    // (after any per-byte bit reorder).
     const bool has_stream = std::find(candidates.begin(), candidates.end(), Decomposition::stream) != candidates.end();
-    auto is_nibble_split = [](Decomposition d) {
-        return d == Decomposition::nibble_split || d == Decomposition::f8e4m3_exponent ||
-               d == Decomposition::f8e5m2_exponent;
-    };
+    std::vector<Decomposition> out;
+    for (Decomposition d : candidates)
+        if (!has_stream || !(d == Decomposition::nibble_split || d == Decomposition::f8e4m3_exponent ||
+                             d == Decomposition::f8e5m2_exponent))
+            out.push_back(d);
+    return out;
+}
+
+Decomposition choose_decomposition(std::span<const Decomposition> all, std::span<const uint8_t> sample,
+                                   std::span<const uint8_t> scales) {
+    const std::vector<Decomposition> candidates = viable_candidates(all);
+    if (candidates.size() == 1) return candidates.front();
     PlaneBitCounter counter(sample);
     auto bits_of = [&](Decomposition d) {
-        if (has_stream && is_nibble_split(d)) return std::numeric_limits<double>::infinity();
         size_t n = sample.size() - sample.size() % element_bytes(d);
         std::span<const uint8_t> sc;
         if (is_grouped(d)) {

@@ -70,8 +70,7 @@ std::vector<PlannedChunk> plan_chunks(const SafetensorsHeader& h, uint32_t chunk
     for (uint32_t t = 0; t < h.tensors.size(); ++t) {
         const TensorInfo& info = h.tensors[t];
         if (info.size() == 0) continue;
-        std::vector<Decomposition> candidates(dtype_info(info.dtype).candidates.begin(),
-                                              dtype_info(info.dtype).candidates.end());
+        std::vector<Decomposition> candidates = viable_candidates(dtype_info(info.dtype).candidates);
         const auto& pair = pairs[t];
         std::vector<uint8_t> scales;
         if (pair) {
