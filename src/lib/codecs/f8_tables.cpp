@@ -26,6 +26,13 @@ namespace {
 using srans::Table;
 
 constexpr uint64_t kMaxPeriod = 1u << 20;  // columns with a class of their own
+// Column classes cost log2(classes) bits a column in the payload, and rank
+// a column by the mean of the bytes a chunk holds of it: in chunks of less
+// than two rows they are not ranked (the 1 x 3024 .. 1 x 15120 kernels of
+// the per-channel FP8 files: 7 selections over as many columns as bytes,
+// for classes the estimate never took; at four rows it would have dropped
+// classes that NVFP4 E4M3 scale tensors of three rows use).
+constexpr uint64_t kClassRows = 2;
 constexpr unsigned kMaxLog2Classes = 3;
 constexpr unsigned kFinePrec = 14, kCoarsePrec = 12;  // the precisions the encoder weighs
 constexpr unsigned kFlagClasses = 3, kFlagCodedSigns = 4, kFlagWide = 8, kFlagStateSigns = 16, kFlagSixtyFour = 32,
@@ -187,10 +194,11 @@ struct Plan {
 
 Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
     Plan p;
+    const size_t n = in.size();
     p.period = column_period(layout.shape);
+    if (n < kClassRows * p.period) p.period = 1;
     p.phase = layout.offset % p.period;
     p.units = p.period;
-    const size_t n = in.size();
     p.class8.assign(p.period, 0);
     ClassCounts counts;
     if (p.period > 1) {
