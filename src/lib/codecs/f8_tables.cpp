@@ -28,7 +28,8 @@ using srans::Table;
 constexpr uint64_t kMaxPeriod = 1u << 20;  // columns with a class of their own
 // Column classes cost log2(classes) bits a column in the payload, and rank
 // a column by the mean of the bytes a chunk holds of it: in chunks of less
-// than two rows they are not ranked (the 1 x 3024 .. 1 x 15120 kernels of
+// than two rows they are not ranked, and row classes (over at most two
+// partial rows) are not tried either (the 1 x 3024 .. 1 x 15120 kernels of
 // the per-channel FP8 files: 7 selections over as many columns as bytes,
 // for classes the estimate never took; at four rows it would have dropped
 // classes that NVFP4 E4M3 scale tensors of three rows use).
