@@ -138,6 +138,17 @@ void rank_in_eighths(std::vector<uint64_t>& key, uint64_t index_mask, std::vecto
         for (size_t k = at[c]; k < at[c + 1]; ++k) class8[key[k] & index_mask] = static_cast<uint8_t>(c);
 }
 
+// What the encoder's choice is made from: two passes over the chunk.
+struct Plan {
+    uint64_t period = 1, phase = 0;
+    bool rows = false;                                 // classes per row of the chunk, not per column
+    uint64_t units = 1;                                // columns (period) or the chunk's rows
+    Histogram bytes{};                                 // all the chunk's bytes
+    std::vector<uint8_t> class8;                       // per column or row: its rank by mean exponent, in eighths
+    std::array<std::array<uint64_t, 128>, 8> magnitude{};  // magnitude counts per eighth
+    std::array<uint64_t, 2> sign{};
+};
+
 // A chunk's bytes counted per class (eighth), 8 x 256 counters, in four
 // tables that take every fourth byte: equal bytes of one class close
 // together would otherwise each wait for the other's increment (1.5x the
@@ -166,7 +177,6 @@ public:
         return uint64_t{part_[0][at]} + part_[1][at] + part_[2][at] + part_[3][at];
     }
     // Each class's counts into the plan's magnitude, sign and byte counts.
-    template <class Plan>
     void add_to(Plan& p, unsigned classes) const {
         for (unsigned c = 0; c < classes; ++c)
             for (unsigned x = 0; x < 256; ++x) {
@@ -180,17 +190,6 @@ public:
 private:
     using Parts = std::array<std::array<uint32_t, 8 * 256>, 4>;
     static inline thread_local Parts part_;
-};
-
-// What the encoder's choice is made from: two passes over the chunk.
-struct Plan {
-    uint64_t period = 1, phase = 0;
-    bool rows = false;                                 // classes per row of the chunk, not per column
-    uint64_t units = 1;                                // columns (period) or the chunk's rows
-    Histogram bytes{};                                 // all the chunk's bytes
-    std::vector<uint8_t> class8;                       // per column or row: its rank by mean exponent, in eighths
-    std::array<std::array<uint64_t, 128>, 8> magnitude{};  // magnitude counts per eighth
-    std::array<uint64_t, 2> sign{};
 };
 
 Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
