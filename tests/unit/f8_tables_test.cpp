@@ -126,10 +126,11 @@ TEST(F8Tables, WideLayoutRoundTrips) {
 // states over 4 lanes.
 // The decoders a test runs the state-signs layout through: AVX-512 (or the
 // best the CPU has), AVX2, none.
-constexpr const char* kSimdModes[] = {"best SIMD", "AVX2", "no SIMD"};
+constexpr const char* kSimdModes[] = {"best SIMD, 16-lane gathers", "best SIMD, 8-lane gathers", "AVX2", "no SIMD"};
 void use_simd(const char* mode) {
-    f8tables::allow_simd(mode != kSimdModes[2]);
-    if (mode == kSimdModes[1]) f8tables::allow_avx512(false);
+    f8tables::allow_simd(mode != kSimdModes[3]);
+    if (mode == kSimdModes[2]) f8tables::allow_avx512(false);
+    f8tables::force_gather_lanes(mode == kSimdModes[0] ? 16 : mode == kSimdModes[1] ? 8 : 0);
 }
 
 TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
@@ -152,6 +153,7 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
                         }
     }
     f8tables::allow_simd(true);
+    f8tables::force_gather_lanes(0);
     const TensorLayout layout{shape, 0, DType::F8_E4M3, {}};
     const auto chosen = f8tables::encode(std::span<const uint8_t>(kernel).first(2048), layout);
     EXPECT_EQ(chosen[0] & 24, 24) << "a 2 KiB chunk takes the state-signs layout";
@@ -195,6 +197,7 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
                 }
     }
     f8tables::allow_simd(true);
+    f8tables::force_gather_lanes(0);
     EXPECT_THROW(f8tables::encode_with(kernel, layout, {0, 12, false, true, true, false, true}), Error);
     {
         auto rows = f8tables::encode_with(kernel, layout, {2, 12, false, true, true, true, true});

@@ -324,6 +324,16 @@ bool has_avx2() {
     return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 1;
 }
 
+// The state-signs decoder's gathers, 8 or 16 lanes: 0 for the CPU's own
+// (see decode_state_signs_avx512), else what a test forces.
+std::atomic<unsigned> g_gather_lanes{0};
+
+bool whole_vector_gathers() {
+    static const bool intel = __builtin_cpu_is("intel");
+    const unsigned forced = g_gather_lanes.load(std::memory_order_relaxed);
+    return forced ? forced == 16 : intel;
+}
+
 #endif
 
 // Raw sign bits: bit i % 8 of byte i / 8 is byte i's sign.
@@ -931,9 +941,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_offsets
 // << prec (16 bits up to 13-bit tables, else 32), so that one ternary op
 // makes a gather index. The gathers bound the round (about 20 cycles for 16
 // lanes on Zen 4), and little runs beside them: every other op adds to its
-// time, and the round is written to have few. Two 8-lane gathers a vector,
-// not one of 16: on Zen 4 they decoded the corpus's FP8 files 2-8% faster.
-template <bool Classes, size_t Lanes, class Offset>
+// time, and the round is written to have few. Gathers of 16 lanes
+// (Gather16) or two of 8 a vector, each where it is faster: on Zen 4 two of
+// 8 decoded the corpus's FP8 files 2-8% faster; on an Intel Xeon (Sapphire
+// Rapids) one of 16 decoded the derived E5M2 and per-channel files 3-8%
+// faster. (A vpmuludq pair in place of vpmulld, whose latency is twice
+// theirs on Intel, and one 16-bit expand renormalising two vectors, which
+// takes a popcount off the chain between them, were no faster there.)
+template <bool Classes, bool Gather16, size_t Lanes, class Offset>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_signs_avx512(
     const uint32_t* words, const Offset* cls_at, uint64_t period, uint64_t& j, unsigned prec, const uint8_t* signs,
     srans::DecodeState<Lanes>& d, uint8_t* out, size_t n) {
@@ -956,9 +971,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_si
             } else {
                 idx = _mm512_and_si512(x[v], mask);
             }
-            const __m256i lo = _mm256_i32gather_epi32(reinterpret_cast<const int*>(words), _mm512_castsi512_si256(idx), 4);
-            const __m256i hi = _mm256_i32gather_epi32(reinterpret_cast<const int*>(words), _mm512_extracti64x4_epi64(idx, 1), 4);
-            e[v] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            if constexpr (Gather16) {
+                e[v] = _mm512_i32gather_epi32(idx, words, 4);
+            } else {
+                const __m256i lo = _mm256_i32gather_epi32(reinterpret_cast<const int*>(words), _mm512_castsi512_si256(idx), 4);
+                const __m256i hi = _mm256_i32gather_epi32(reinterpret_cast<const int*>(words), _mm512_extracti64x4_epi64(idx, 1), 4);
+                e[v] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            }
         }
         if constexpr (Classes) {
             j += step;  // (j + Lanes) mod period, without a division
@@ -1065,10 +1084,13 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls
         const Offset* const cls_ext = cls_at.data();  // columns j .. j + Lanes - 1 without a wrap
 #ifdef PTWM_F8_WIDE_AVX512
         if (has_avx512()) {
-            if (classes)
-                i = decode_state_signs_avx512<true, Lanes, Offset>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
-            else
-                i = decode_state_signs_avx512<false, Lanes, Offset>(words, nullptr, period, j, prec, signs.data(), d, out.data(), n);
+            const auto rounds = [&]<bool Gather16>() {
+                return classes ? decode_state_signs_avx512<true, Gather16, Lanes, Offset>(words, cls_ext, period, j, prec,
+                                                                                          signs.data(), d, out.data(), n)
+                               : decode_state_signs_avx512<false, Gather16, Lanes, Offset>(words, nullptr, period, j, prec,
+                                                                                           signs.data(), d, out.data(), n);
+            };
+            i = whole_vector_gathers() ? rounds.template operator()<true>() : rounds.template operator()<false>();
         } else if (has_avx2()) {
             if (classes)
                 i = decode_state_signs_avx2<true, Lanes, Offset>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
@@ -1127,6 +1149,12 @@ void allow_simd([[maybe_unused]] bool allowed) {
 void allow_avx512([[maybe_unused]] bool allowed) {
 #ifdef PTWM_F8_WIDE_AVX512
     g_simd_allowed.store(allowed ? 2 : 1, std::memory_order_relaxed);
+#endif
+}
+
+void force_gather_lanes([[maybe_unused]] unsigned lanes) {
+#ifdef PTWM_F8_WIDE_AVX512
+    g_gather_lanes.store(lanes, std::memory_order_relaxed);
 #endif
 }
 
