@@ -1,6 +1,7 @@
 #include "codecs/f8_tables.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -123,19 +124,30 @@ std::span<const T> wrapped_classes(size_t period, size_t extra, Fill&& fill) {
     return ext;
 }
 
-// class8[key & index_mask] = the key's rank * 8 / keys, for distinct keys:
-// the eighths' boundaries by selection, not a whole sort (the same classes).
+// class8[key & index_mask] = the key's rank * 8 / keys, for distinct keys
+// that come in index order (key[i] & index_mask == i, index_mask = 2^b - 1):
+// a stable sort by the bits above the index then sorts them whole, so they
+// are sorted by an LSD radix sort of those bits, a byte at a time, skipping
+// bytes all keys share. (std::nth_element found the eighths' boundaries by
+// comparisons whose branches mispredicted about every other time: 20 us a
+// 1152-column chunk, 9% of the per-channel FP8 files' pack time.)
 void rank_in_eighths(std::vector<uint64_t>& key, uint64_t index_mask, std::vector<uint8_t>& class8) {
     const size_t n = key.size();
+    uint64_t any = 0, all = ~uint64_t{0};
+    for (uint64_t k : key) any |= k, all &= k;
+    thread_local std::vector<uint64_t> sorted;
+    sorted.resize(n);
+    for (unsigned shift = static_cast<unsigned>(std::popcount(index_mask)); shift < 64; shift += 8) {
+        if ((((any ^ all) >> shift) & 0xFF) == 0) continue;
+        std::array<uint32_t, 257> at{};  // then: each byte value's next place
+        for (uint64_t k : key) ++at[((k >> shift) & 0xFF) + 1];
+        for (unsigned b = 1; b <= 256; ++b) at[b] += at[b - 1];
+        for (uint64_t k : key) sorted[at[(k >> shift) & 0xFF]++] = k;
+        key.swap(sorted);
+    }
     // Eighth c holds ranks from ceil(c n / 8) up to the next boundary.
-    std::array<size_t, 9> at{};
-    for (size_t c = 0; c <= 8; ++c) at[c] = (c * n + 7) / 8;
-    for (size_t c = 1; c < 8; ++c)
-        if (at[c] > at[c - 1] && at[c] < n)
-            std::nth_element(key.begin() + static_cast<std::ptrdiff_t>(at[c - 1]), key.begin() + static_cast<std::ptrdiff_t>(at[c]),
-                             key.end());
     for (size_t c = 0; c < 8; ++c)
-        for (size_t k = at[c]; k < at[c + 1]; ++k) class8[key[k] & index_mask] = static_cast<uint8_t>(c);
+        for (size_t k = (c * n + 7) / 8; k < ((c + 1) * n + 7) / 8; ++k) class8[key[k] & index_mask] = static_cast<uint8_t>(c);
 }
 
 // What the encoder's choice is made from: two passes over the chunk.
