@@ -164,11 +164,14 @@ struct Plan {
 // A chunk's bytes counted per class (eighth), 8 x 256 counters, in four
 // tables that take every fourth byte: equal bytes of one class close
 // together would otherwise each wait for the other's increment (1.5x the
-// speed on esrgan's FP8 chunks). In memory reused per thread: one at a
-// time a thread.
+// speed on esrgan's FP8 chunks). In memory reused per thread, one of two
+// slots: one object a slot at a time a thread (make_plan counts columns in
+// slot 0 and, in the same pass, rows in slot 1).
 class ClassCounts {
 public:
-    ClassCounts() { std::memset(part_.data(), 0, sizeof(Parts)); }
+    explicit ClassCounts(unsigned slot) : part_(slots_[slot]) { std::memset(part_.data(), 0, sizeof(Parts)); }
+    ClassCounts(const ClassCounts&) = delete;
+    ClassCounts& operator=(const ClassCounts&) = delete;
     // bytes[k] under the class whose counters start at base[k] (class * 256).
     void add(const uint8_t* bytes, const uint16_t* base, size_t len) {
         size_t k = 0;
@@ -183,6 +186,17 @@ public:
         for (; k + 4 <= len; k += 4)
             for (size_t t = 0; t < 4; ++t) ++h[t][bytes[k + t]];
         for (; k < len; ++k) ++h[0][bytes[k]];
+    }
+    // Both at once: bytes[k] in `cols` under base[k], and in `rows` under
+    // class row_cls (one read of the bytes for both counts).
+    static void add(ClassCounts& cols, const uint16_t* base, ClassCounts& rows, unsigned row_cls, const uint8_t* bytes,
+                    size_t len) {
+        uint32_t* const h[4] = {&rows.part_[0][row_cls << 8], &rows.part_[1][row_cls << 8], &rows.part_[2][row_cls << 8],
+                                &rows.part_[3][row_cls << 8]};
+        size_t k = 0;
+        for (; k + 4 <= len; k += 4)
+            for (size_t t = 0; t < 4; ++t) ++cols.part_[t][base[k + t] + bytes[k + t]], ++h[t][bytes[k + t]];
+        for (; k < len; ++k) ++cols.part_[0][base[k] + bytes[k]], ++h[0][bytes[k]];
     }
     uint64_t operator()(unsigned cls, unsigned byte) const {
         const size_t at = cls << 8 | byte;
@@ -201,10 +215,31 @@ public:
 
 private:
     using Parts = std::array<std::array<uint32_t, 8 * 256>, 4>;
-    static inline thread_local Parts part_;
+    static inline thread_local std::array<Parts, 2> slots_;
+    Parts& part_;
 };
 
-Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
+// Columns' or rows' classes (class8) by the mean of their exponents: keys
+// are the mean in 2^-24 steps above the unit's number, in index_bits bits
+// (the classes travel in the payload, so the ranking's rounding is the
+// encoder's business).
+void rank_by_mean(std::span<const uint64_t> sum, std::span<const uint64_t> count, unsigned index_bits,
+                  std::vector<uint8_t>& class8) {
+    std::vector<uint64_t> key(sum.size());
+    for (size_t j = 0; j < key.size(); ++j) key[j] = (sum[j] << 24) / std::max<uint64_t>(count[j], 1) << index_bits | j;
+    rank_in_eighths(key, (uint64_t{1} << index_bits) - 1, class8);
+}
+
+// Column keys hold the column in 20 bits (kMaxPeriod), row keys the row in
+// 32 (a chunk is at most 4 GiB); means are under 2^28.
+constexpr unsigned kColumnIndexBits = 20, kRowIndexBits = 32;
+
+Plan make_row_plan(std::span<const uint8_t> in, const TensorLayout& layout);
+
+// The plan with column classes. With `rows`, the row plan too (see
+// make_row_plan): where the chunk has column classes, from the same two
+// passes over it (2-4% of the per-channel and block FP8 files' pack time).
+Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout, Plan* rows = nullptr) {
     Plan p;
     const size_t n = in.size();
     p.period = column_period(layout.shape);
@@ -212,34 +247,62 @@ Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
     p.phase = layout.offset % p.period;
     p.units = p.period;
     p.class8.assign(p.period, 0);
-    ClassCounts counts;
-    if (p.period > 1) {
-        // Columns ranked by mean exponent (the classes travel in the
-        // payload, so the ranking's rounding is the encoder's business).
-        // Sums in 32 bits where a column's can't overflow them (every chunk
-        // up to 256 MiB): they vectorise twice as wide as 64-bit ones.
-        const auto column_sums = [&]<class Sum>() {
-            std::vector<Sum> sum(p.period);
-            for_each_column(n, p.period, p.phase, [&](size_t i, uint64_t j) { sum[j] += (in[i] >> 3) & 15; });
-            return std::vector<uint64_t>(sum.begin(), sum.end());
-        };
-        const std::vector<uint64_t> sum = 15 * (n / p.period + 1) <= UINT32_MAX
-                                              ? column_sums.template operator()<uint32_t>()
-                                              : column_sums.template operator()<uint64_t>();
-        std::vector<uint64_t> count(p.period, n / p.period);
-        for (uint64_t r = 0; r < n % p.period; ++r) ++count[(p.phase + r) % p.period];
-        // Keys: the mean in 2^-24 steps above the column's number (20 bits).
-        std::vector<uint64_t> key(p.period);
-        for (uint64_t j = 0; j < p.period; ++j) key[j] = (sum[j] << 24) / std::max<uint64_t>(count[j], 1) << 20 | j;
-        rank_in_eighths(key, kMaxPeriod - 1, p.class8);
-        std::vector<uint16_t> base(p.period);
-        for (uint64_t j = 0; j < p.period; ++j) base[j] = static_cast<uint16_t>(p.class8[j] << 8);
+    if (p.period == 1) {
+        {
+            ClassCounts counts(0);
+            counts.add(in.data(), 0u, n);
+            counts.add_to(p, 1);
+        }
+        if (rows) *rows = make_row_plan(in, layout);  // (its counts take slot 0 in turn)
+        return p;
+    }
+    ClassCounts counts(0);
+    std::vector<uint64_t> row_sum, row_len;
+    if (rows) {
+        *rows = Plan{};
+        rows->period = p.period, rows->phase = p.phase, rows->rows = true;
+        rows->units = chunk_rows(n, p.period, p.phase);
+        rows->class8.assign(rows->units, 0);
+        row_sum.assign(rows->units, 0), row_len.assign(rows->units, 0);
+    }
+    // Sums in 32 bits where a column's can't overflow them (every chunk up
+    // to 256 MiB): they vectorise twice as wide as 64-bit ones.
+    const auto column_sums = [&]<class Sum>() {
+        std::vector<Sum> sum(p.period);
+        for_each_row(n, p.period, p.phase, [&](size_t i, size_t len, size_t r) {
+            Sum* const s = sum.data() + (r ? 0 : p.phase);
+            if (rows) {
+                uint64_t t = 0;
+                for (size_t k = 0; k < len; ++k) {
+                    const unsigned e = (in[i + k] >> 3) & 15;
+                    s[k] += e, t += e;
+                }
+                row_sum[r] = t, row_len[r] = len;
+            } else {
+                for (size_t k = 0; k < len; ++k) s[k] += (in[i + k] >> 3) & 15;
+            }
+        });
+        return std::vector<uint64_t>(sum.begin(), sum.end());
+    };
+    const std::vector<uint64_t> sum = 15 * (n / p.period + 1) <= UINT32_MAX ? column_sums.template operator()<uint32_t>()
+                                                                          : column_sums.template operator()<uint64_t>();
+    std::vector<uint64_t> count(p.period, n / p.period);
+    for (uint64_t r = 0; r < n % p.period; ++r) ++count[(p.phase + r) % p.period];
+    rank_by_mean(sum, count, kColumnIndexBits, p.class8);
+    std::vector<uint16_t> base(p.period);
+    for (uint64_t j = 0; j < p.period; ++j) base[j] = static_cast<uint16_t>(p.class8[j] << 8);
+    if (rows) {
+        rank_by_mean(row_sum, row_len, kRowIndexBits, rows->class8);
+        ClassCounts row_counts(1);
+        for_each_row(n, p.period, p.phase, [&](size_t i, size_t len, size_t r) {
+            ClassCounts::add(counts, base.data() + (r ? 0 : p.phase), row_counts, rows->class8[r], in.data() + i, len);
+        });
+        row_counts.add_to(*rows, 8);
+    } else {
         for_each_row(n, p.period, p.phase,
                      [&](size_t i, size_t len, size_t r) { counts.add(in.data() + i, base.data() + (r ? 0 : p.phase), len); });
-    } else {
-        counts.add(in.data(), 0u, n);
     }
-    counts.add_to(p, p.period > 1 ? 8 : 1);
+    counts.add_to(p, 8);
     return p;
 }
 
@@ -264,12 +327,8 @@ Plan make_row_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
         for (size_t k = i; k < i + len; ++k) sum[r] += (in[k] >> 3) & 15;
         count[r] = len;
     });
-    // Keys: the mean in 2^-24 steps (under 2^28) above the row's number
-    // (under 2^32: a chunk is at most 4 GiB).
-    std::vector<uint64_t> key(p.units);
-    for (uint64_t r = 0; r < p.units; ++r) key[r] = (sum[r] << 24) / std::max<uint64_t>(count[r], 1) << 32 | r;
-    rank_in_eighths(key, 0xFFFFFFFFu, p.class8);
-    ClassCounts counts;
+    rank_by_mean(sum, count, kRowIndexBits, p.class8);
+    ClassCounts counts(0);
     for_each_row(n, p.period, p.phase, [&](size_t i, size_t len, size_t r) { counts.add(in.data() + i, p.class8[r], len); });
     counts.add_to(p, 8);
     return p;
@@ -1175,7 +1234,16 @@ std::vector<uint8_t> encode_with(std::span<const uint8_t> in, const TensorLayout
 }
 
 std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& layout, Histogram* byte_counts) {
-    const Plan p = make_plan(in, layout);
+    // Row classes are a choice of the state-signs layout, on 2-D weights
+    // only: on the corpus's 4-D kernels (TensorFlow [kh, kw, in, out], a
+    // "row" one tap of one input channel) they saved 0.013% of movenet's FP8
+    // file for a fifth of the encoder's time. Where they may be chosen,
+    // their plan comes from make_plan's passes.
+    const uint64_t n = in.size();
+    const uint64_t period = column_period(layout.shape);
+    const bool may_row = layout.shape.size() == 2 && period > 1 && n >= kStateSignsMin && n >= kClassRows * period;
+    Plan rows;
+    const Plan p = make_plan(in, layout, may_row ? &rows : nullptr);
     if (byte_counts) *byte_counts = p.bytes;
     // The class count by the estimate (exact sizes need the tables built,
     // and building them for every count costs as much as the coding); the
@@ -1189,7 +1257,6 @@ std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& lay
     // Signs are raw bits unless coding them saves a twentieth: weights are
     // about as often negative as positive, and a coded sign doubles the
     // decoder's work.
-    const uint64_t n = in.size();
     const Table st = srans::table_for(p.sign, kCoarsePrec);
     best.coded_signs = n && static_cast<double>(srans::table_bits(st)) + srans::cost_bits(p.sign, st, kCoarsePrec) <
                                 0.95 * static_cast<double>(n);
@@ -1198,13 +1265,8 @@ std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& lay
         // codes smallest of those its one-word slots allow.
         best.wide = best.state_signs = true;
         best.sixty_four = n >= kSixtyFourMin;
-        // Classes per row instead, where the estimate says they code smaller;
-        // on 2-D weights only: on the corpus's 4-D kernels (TensorFlow
-        // [kh, kw, in, out], a "row" one tap of one input channel) they
-        // saved 0.013% of movenet's FP8 file for a fifth of the encoder's time.
-        Plan rows;
-        if (layout.shape.size() == 2 && p.period > 1 && chunk_rows(n, p.period, p.phase) > 1) {
-            rows = make_row_plan(in, layout);
+        // Classes per row instead, where the estimate says they code smaller.
+        if (may_row) {
             for (unsigned log2k = 1; log2k <= kMaxLog2Classes; ++log2k) {
                 const double bits = estimated_magnitude_bits(rows, log2k);
                 if (bits < best_bits) best_bits = bits, best.log2_classes = log2k, best.row_classes = true;
