@@ -225,7 +225,27 @@ private:
 // encoder's business).
 void rank_by_mean(std::span<const uint64_t> sum, std::span<const uint64_t> count, unsigned index_bits,
                   std::vector<uint8_t>& class8) {
-    std::vector<uint64_t> key(sum.size());
+    const size_t n = sum.size();
+    // Where every unit has one count c (whole rows, or columns of whole
+    // rows: every chunk of a tensor under 256 KiB) and c <= 2^24, the keys'
+    // means rise with the sum, so the order is by sum, then index: a
+    // counting sort by sum, one pass, gives each unit its rank k and class
+    // 8k / n (eighth c holds ranks ceil(c n / 8) and on, as below). The
+    // radix sort's four passes of 2^-24 steps cost 37 us on esrgan NVFP4's
+    // 2304-column scale tensors, 7% of its pack time.
+    if (n && count.size() == n && count[0] <= (uint64_t{1} << 24) &&
+        std::all_of(count.begin(), count.end(), [&](uint64_t c) { return c == count[0]; })) {
+        const uint64_t top = *std::max_element(sum.begin(), sum.end());
+        if (top <= 4 * n + 4096) {
+            thread_local std::vector<uint32_t> at;  // per sum: then its next rank
+            at.assign(top + 2, 0);
+            for (uint64_t s : sum) ++at[s + 1];
+            for (uint64_t v = 1; v <= top + 1; ++v) at[v] += at[v - 1];
+            for (size_t j = 0; j < n; ++j) class8[j] = static_cast<uint8_t>(uint64_t{8} * at[sum[j]]++ / n);
+            return;
+        }
+    }
+    std::vector<uint64_t> key(n);
     for (size_t j = 0; j < key.size(); ++j) key[j] = (sum[j] << 24) / std::max<uint64_t>(count[j], 1) << index_bits | j;
     rank_in_eighths(key, (uint64_t{1} << index_bits) - 1, class8);
 }
