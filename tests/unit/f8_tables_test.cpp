@@ -159,6 +159,8 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
     EXPECT_EQ(chosen[0] & 24, 24) << "a 2 KiB chunk takes the state-signs layout";
     const auto full = f8tables::encode(kernel, layout);
     EXPECT_EQ(full[0] & 56, 56) << "a 131 KiB chunk takes 64 states";
+    // The tables' slots fit the decoder's L1 budget: 2^13 words in all.
+    EXPECT_LE((full[0] & 3u) + full[1], 13u) << "classes " << (1u << (full[0] & 3u)) << " of " << unsigned{full[1]} << " bits";
     expect_round_trip(kernel, full, "encoder's choice");
     // 64 states of 32 bits carry 1920 signs: about 9 bits a state lost
     // (a final state holds some 23 bits), against 4 states' 24 bits each;
