@@ -407,7 +407,10 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     const double f8_margin = f8tables::simd_layout(f8) ? 0.0 : kF8TablesMargin;
     const bool f8_beats_rans =
         !f8.empty() && static_cast<double>(f8.size()) < bound_bytes + rans_overhead - f8_margin * nd;
-    if (!f8_beats_rans && bound_bytes < nd * (1 - kTieMargin))
+    // Nor where that lower bound on its payload cannot beat the plane as it
+    // is (small planes whose table costs more than it saves: the biases and
+    // per-channel scales of FP8 checkpoints, 32-128 bytes a plane).
+    if (!f8_beats_rans && bound_bytes + rans_overhead < nd * (1 - kTieMargin))
         c.push_back({Codec::rans0, kTieMargin, 0, rans_encode(Codec::rans0, plane)});
 
     if (opt.level >= 2 && (opt.zstd || opt.level >= 6)) {
