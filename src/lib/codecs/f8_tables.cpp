@@ -382,12 +382,17 @@ std::vector<Table> tables_for(const Plan& p, const Choice& ch) {
 
 // The magnitudes' payload bits under a choice, from the counts (exact to
 // rounding; what all choices share is left out).
-double magnitude_bits(const Plan& p, const Choice& ch) {
+// The tables built on the way go to `tables` where given (write takes
+// them: building them again was a twentieth of the per-channel FP8 files'
+// pack time).
+double magnitude_bits(const Plan& p, const Choice& ch, std::vector<Table>* tables = nullptr) {
     double bits = static_cast<double>(ch.log2_classes ? p.units * ch.log2_classes : 0);
+    if (tables) tables->clear();
     for (unsigned c = 0; c < (1u << ch.log2_classes); ++c) {
         const auto counts = merged(p, ch.log2_classes, c);
-        const Table t = srans::table_for(counts, ch.prec);
+        Table t = srans::table_for(counts, ch.prec);
         bits += static_cast<double>(srans::table_bits(t)) + srans::cost_bits(counts, t, ch.prec);
+        if (tables) tables->push_back(std::move(t));
     }
     return bits;
 }
@@ -584,14 +589,15 @@ void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymb
     buf.finish(x, out);
 }
 
-std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch) {
+// `tables`: the choice's, where the caller has them built (tables_for's).
+std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch, std::vector<Table> tables = {}) {
     if (p.period == 1) ch.log2_classes = 0;
     if (p.rows != ch.row_classes || (ch.row_classes && (!ch.state_signs || !ch.log2_classes)))
         throw Error("f8-tables: row classes only with state signs and classes");
     if (ch.log2_classes > kMaxLog2Classes || ch.prec < srans::kMinPrec || ch.prec > srans::kMaxPrec ||
         (ch.wide && ch.coded_signs) || (ch.state_signs && !ch.wide) || (ch.sixty_four && !ch.state_signs))
         throw Error("f8-tables: no such choice");
-    const auto t = tables_for(p, ch);
+    const auto t = tables.empty() ? tables_for(p, ch) : std::move(tables);
     if (ch.state_signs)
         for (const Table& x : t)
             for (uint32_t f : x.freq)
@@ -1304,28 +1310,32 @@ std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& lay
         // Down from 12 bits, or the slot budget's, while a step saves (finer
         // tables cost more to describe, coarser ones more a symbol: one
         // minimum).
-        const auto search_prec = [&](Choice& ch) {
+        // (Signs are raw here, so the class tables are all the tables.)
+        const auto search_prec = [&](Choice& ch, std::vector<Table>& tables) {
             double bits = -1;
+            std::vector<Table> t;
             for (unsigned prec = std::min(kStateSignsEncoderPrec, kSlotBudgetLog2 - ch.log2_classes);
                  prec >= srans::kMinPrec; --prec) {
                 Choice c = ch;
                 c.prec = prec;
-                const double b = magnitude_bits(chosen, c);
+                const double b = magnitude_bits(chosen, c, &t);
                 if (bits >= 0 && b >= bits) break;
-                bits = b, ch.prec = prec;
+                bits = b, ch.prec = prec, tables.swap(t);
             }
             return bits;
         };
-        const double bits = search_prec(best);
+        std::vector<Table> tables;
+        const double bits = search_prec(best, tables);
         // Under the budget, half the classes at a finer precision may code
         // smaller (they gave back a tenth of its cost).
         if (best.log2_classes >= 2) {
             Choice fewer = best;
             --fewer.log2_classes;
-            const double b = search_prec(fewer);
-            if (b < bits) best = fewer;
+            std::vector<Table> fewer_tables;
+            const double b = search_prec(fewer, fewer_tables);
+            if (b < bits) best = fewer, tables.swap(fewer_tables);
         }
-        return write(in, chosen, best);  // (at 12 bits or fewer every frequency fits a slot)
+        return write(in, chosen, best, std::move(tables));  // (at 12 bits or fewer every frequency fits a slot)
     }
     Choice coarse = best;
     coarse.prec = kCoarsePrec;
