@@ -1,9 +1,9 @@
 #include "codecs/f8_tables.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -87,18 +87,6 @@ uint64_t column_period(std::span<const uint64_t> shape) {
     if (shape.empty()) return 1;
     const uint64_t row = (shape.back() > 1 || shape.size() < 2) ? shape.back() : shape[shape.size() - 2];
     return row >= 2 && row <= kMaxPeriod ? row : 1;
-}
-
-// Calls f(i, j) for every byte i of a chunk of n bytes and its column j,
-// row by row (no wrap test per byte).
-template <class F>
-void for_each_column(size_t n, uint64_t period, uint64_t phase, F&& f) {
-    size_t i = 0;
-    for (uint64_t j0 = phase; i < n; j0 = 0) {
-        const size_t len = static_cast<size_t>(std::min<uint64_t>(period - j0, n - i));
-        for (size_t k = 0; k < len; ++k) f(i + k, j0 + k);
-        i += len;
-    }
 }
 
 // The rows of a chunk of n bytes at phase h of rows of R bytes: its first
@@ -243,6 +231,8 @@ void rank_by_mean(std::span<const uint64_t> sum, std::span<const uint64_t> count
     // 2304-column scale tensors, 7% of its pack time.
     if (n && count.size() == n && count[0] <= (uint64_t{1} << 24) &&
         std::all_of(count.begin(), count.end(), [&](uint64_t c) { return c == count[0]; })) {
+        // (Where the sums' range is small next to the units: a row's sum
+        // of 15 a byte can be too large to count by.)
         const uint64_t top = *std::max_element(sum.begin(), sum.end());
         if (top <= 4 * n + 4096) {
             thread_local std::vector<uint32_t> at;  // per sum: then its next rank
