@@ -132,6 +132,11 @@ void use_simd(const char* mode) {
     if (mode == kSimdModes[2]) f8tables::allow_avx512(false);
     f8tables::force_gather_lanes(mode == kSimdModes[0] ? 16 : mode == kSimdModes[1] ? 8 : 0);
 }
+// Back to the best the CPU has, with its own gathers.
+void use_best_simd() {
+    f8tables::allow_simd(true);
+    f8tables::force_gather_lanes(0);
+}
 
 TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
     const auto kernel = fp8_kernel(1400, 96, 8);
@@ -152,8 +157,7 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
                                               simd);
                         }
     }
-    f8tables::allow_simd(true);
-    f8tables::force_gather_lanes(0);
+    use_best_simd();
     const TensorLayout layout{shape, 0, DType::F8_E4M3, {}};
     const auto chosen = f8tables::encode(std::span<const uint8_t>(kernel).first(2048), layout);
     EXPECT_EQ(chosen[0] & 24, 24) << "a 2 KiB chunk takes the state-signs layout";
@@ -198,8 +202,7 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
                                       simd);
                 }
     }
-    f8tables::allow_simd(true);
-    f8tables::force_gather_lanes(0);
+    use_best_simd();
     EXPECT_THROW(f8tables::encode_with(kernel, layout, {0, 12, false, true, true, false, true}), Error);
     {
         auto rows = f8tables::encode_with(kernel, layout, {2, 12, false, true, true, true, true});

@@ -131,8 +131,7 @@ void rank_in_eighths(std::vector<uint64_t>& key, uint64_t index_mask, std::vecto
     const size_t n = key.size();
     uint64_t any = 0, all = ~uint64_t{0};
     for (uint64_t k : key) any |= k, all &= k;
-    thread_local std::vector<uint64_t> sorted;
-    sorted.resize(n);
+    std::vector<uint64_t> sorted(n);
     for (unsigned shift = static_cast<unsigned>(std::popcount(index_mask)); shift < 64; shift += 8) {
         if ((((any ^ all) >> shift) & 0xFF) == 0) continue;
         std::array<uint32_t, 257> at{};  // then: each byte value's next place
