@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 
 #ifdef __SSE2__
@@ -164,7 +165,7 @@ struct Plan {
 // slot 0 and, in the same pass, rows in slot 1).
 class ClassCounts {
 public:
-    explicit ClassCounts(unsigned slot) : part_(slots_[slot]) { std::memset(part_.data(), 0, sizeof(Parts)); }
+    explicit ClassCounts(unsigned slot) : part_(slots()[slot]) { std::memset(part_.data(), 0, sizeof(Parts)); }
     ClassCounts(const ClassCounts&) = delete;
     ClassCounts& operator=(const ClassCounts&) = delete;
     // bytes[k] under the class whose counters start at base[k] (class * 256).
@@ -210,7 +211,14 @@ public:
 
 private:
     using Parts = std::array<std::array<uint32_t, 8 * 256>, 4>;
-    static inline thread_local std::array<Parts, 2> slots_;
+    // On the heap, made by a thread's first encoder: as a thread_local
+    // array the 64 KiB were in every thread's static TLS, set up at each
+    // thread's start (the daemon's FUSE and prefetch threads, which never
+    // encode, included).
+    static std::array<Parts, 2>& slots() {
+        thread_local const auto memory = std::make_unique<std::array<Parts, 2>>();
+        return *memory;
+    }
     Parts& part_;
 };
 
