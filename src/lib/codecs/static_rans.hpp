@@ -494,6 +494,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
     p += 2 * __builtin_popcount(m);
     return _mm512_mask_or_epi32(x, m, _mm512_slli_epi32(x, 16), w);
 }
+
+// The same within the payload's last 32 bytes: the load takes only the
+// words the states take (a masked load reads nothing past them), and a
+// stream that asks for more than is left is refused. Slower (the load waits
+// for the count), so only for a chunk's last rounds, which otherwise went
+// to the scalar loop.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i renormalize16_avx512_near_end(
+    __m512i x, const uint8_t*& p, const uint8_t* end) {
+    const __mmask16 m = _mm512_cmplt_epu32_mask(x, _mm512_set1_epi32(static_cast<int>(kLow)));
+    const auto k = static_cast<unsigned>(__builtin_popcount(m));
+    if (static_cast<std::ptrdiff_t>(2 * k) > end - p) throw CorruptData("static rANS: stream runs past the payload");
+    const __m256i words = _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << k) - 1), p);
+    const __m512i w = _mm512_maskz_expand_epi32(m, _mm512_cvtepu16_epi32(words));
+    p += 2 * k;
+    return _mm512_mask_or_epi32(x, m, _mm512_slli_epi32(x, 16), w);
+}
 #endif
 
 }  // namespace ptwm::srans
