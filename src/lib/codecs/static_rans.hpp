@@ -172,8 +172,14 @@ inline bool normalize(Table& t, unsigned prec) {
     // code (a table has some 60 codes for up to 256 symbols): the decoder
     // normalises every table of every chunk, and this is a third of its
     // set-up.
-    std::array<uint16_t, 256> count{};
-    for (unsigned s = 0; s < t.alphabet; ++s) ++count[t.code[s]];
+    // (In two halves, even and odd symbols: neighbouring symbols share
+    // codes -- absent ones all code 0 --, and one array's increments of the
+    // same counter waited on each other, a fifth of this function's time.)
+    std::array<uint16_t, 256> count{}, odd{};
+    unsigned s = 0;
+    for (; s + 1 < t.alphabet; s += 2) ++count[t.code[s]], ++odd[t.code[s + 1]];
+    if (s < t.alphabet) ++count[t.code[s]];
+    for (unsigned c = 0; c <= kMaxCode; ++c) count[c] = static_cast<uint16_t>(count[c] + odd[c]);
     // (Codes above kMaxCode are never read nor made; only they could wrap.)
     uint64_t sum = 0;
     unsigned present = 0;
