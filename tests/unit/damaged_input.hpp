@@ -46,7 +46,11 @@ inline Bytes read_file(const std::string& path) {
 
 // 8-byte little-endian JSON length, the JSON, then `data`.
 inline Bytes safetensors(const std::string& json, const Bytes& data = {}) {
-    Bytes b(8);
+    // Reserved whole first: GCC 12 warned (-Warray-bounds, a false
+    // positive) on the copy an 8-byte vector's growth would make.
+    Bytes b;
+    b.reserve(8 + json.size() + data.size());
+    b.resize(8);
     for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(uint64_t{json.size()} >> (8 * i));
     b.insert(b.end(), json.begin(), json.end());
     b.insert(b.end(), data.begin(), data.end());
