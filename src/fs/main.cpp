@@ -75,6 +75,17 @@ int serve(fuse_args& args, const Options& options) {
     // free and then recycling them through heaps that never shrink: the
     // daemon's resident size must follow the cache bound.
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    // glibc's malloc sets itself up on its first call, and that setup is not
+    // thread-safe: it attaches the calling thread to the main arena without
+    // counting it, which is right only for the main thread before any other
+    // exists. Where glibc's malloc is the allocator, mallopt just did it.
+    // Under ASan (whose mallopt is a no-op) or a preloaded allocator, the
+    // first call into glibc's own malloc would be a FUSE or prefetch
+    // thread's malloc_trim (StoreFile::load, IndexCache): two of those at
+    // once both attach, and at unmount the second to exit aborts in
+    // __malloc_arena_thread_freeres (a->attached_threads > 0). So make that
+    // first call here, on the main thread, before any thread is started.
+    malloc_trim(0);
     raise_open_file_limit();
     // Before the scan opens any store.
     ptwm::set_default_page_cache_policy(options.page_cache);
