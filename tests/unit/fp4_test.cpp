@@ -2,6 +2,8 @@
 // decompositions must give back every byte, paired or not.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <memory>
 #include <random>
 
 #include "ptwm/base/error.hpp"
@@ -197,6 +199,43 @@ TEST(Fp4, MxStoreRoundTripsAndBeatsTheUngroupedStream) {
         store->read(at, part);
         ASSERT_TRUE(std::equal(part.begin(), part.end(), file.begin() + static_cast<long>(at)));
     }
+}
+
+// A thread keeps the scale chunk it decoded last for the grouped chunks
+// after it. Two stores alike in layout (the same tensors, chunk numbers and
+// scale chunks) but not in bytes, read chunk by chunk in turn on one thread,
+// and one reopened: each chunk must decode with its own store's scales (the
+// checksum fails otherwise). Chunks of 3000 bytes put the blocks chunks'
+// scales across the scale tensor's chunk boundaries.
+TEST(Fp4, GroupedChunksTakeTheirOwnStoresScales) {
+    TempDir dir;
+    PackOptions opt;
+    opt.chunk_bytes = 3000;
+    std::vector<std::vector<uint8_t>> files;
+    for (uint32_t seed : {11u, 12u}) {
+        const auto m = make_mx(5001, 16, seed);
+        files.push_back(test::make_safetensors({{"w.blocks", "U8", {5001, 16}, m.blocks}, {"w.scales", "U8", {5001}, m.scales}}));
+        const auto name = dir / ("m" + std::to_string(seed));
+        test::write_file(name.string() + ".safetensors", files.back());
+        pack_file(name.string() + ".safetensors", name.string() + ".ptwm", opt);
+    }
+    const auto open = [&](int k) { return StoreReader::open(dir / ("m" + std::to_string(11 + k) + ".ptwm")); };
+    std::array<std::unique_ptr<StoreReader>, 2> store = {open(0), open(1)};
+    ASSERT_EQ(store[0]->chunk_count(), store[1]->chunk_count());
+    size_t grouped = 0;
+    for (int round = 0; round < 2; ++round) {
+        for (size_t i = 0; i < store[0]->chunk_count(); ++i)
+            for (int k : {0, 1}) {
+                const ChunkEntry e = store[k]->chunk(i);
+                grouped += round == 0 && k == 0 && is_grouped(e.decomposition);
+                std::vector<uint8_t> out(e.original_length);
+                ASSERT_NO_THROW(store[k]->decode_chunk(i, out)) << "store " << k << ", chunk " << i;
+                ASSERT_TRUE(std::equal(out.begin(), out.end(), files[k].begin() + static_cast<long>(e.original_offset)))
+                    << "store " << k << ", chunk " << i;
+            }
+        store[1] = open(1);  // a new reader over the same file: its own memo key
+    }
+    EXPECT_GT(grouped, 20u) << "the grouped chunks the test meant to cover";
 }
 
 }  // namespace

@@ -87,6 +87,7 @@ private:
     StoreReader() = default;
     // The block scales of grouped chunk i, decoded from its scale tensor.
     void read_scales(size_t i, std::vector<uint8_t>& scales) const;
+    uint64_t serial_ = 0;  // this reader's number, unique in the process (read_scales' memo)
     std::string path_;
     std::shared_ptr<const ByteSource> source_;
     uint64_t file_size_ = 0;
