@@ -222,6 +222,31 @@ TEST(ContextModels, BlockScalesWithChannelLevelsGoToTheScaleModelBelowTheirBound
     EXPECT_EQ(out, scales);
 }
 
+// Below the archive levels the scale model (tens of MB/s of decode) codes
+// only small models' scale tensors: the same 64 KiB of scales goes to it as
+// a whole tensor, and to a fast coder as the first chunk of a 4 MiB one.
+// (zstd, which finds this test's runs, is left out: the cap is the model's.)
+TEST(ContextModels, LargeScaleTensorsKeepTheFastCodersBelowTheArchiveLevels) {
+    std::mt19937 rng(9);
+    std::vector<uint8_t> scales(64u << 10);
+    unsigned s = 120;
+    for (auto& x : scales) {
+        if (rng() % 4 == 0) s = 119 + rng() % 4;  // mostly the scale before
+        x = static_cast<uint8_t>(s);
+    }
+    EncodeOptions opt;
+    opt.zstd = false;
+    const std::vector<uint64_t> small = {scales.size()}, large = {4u << 20};
+    for (const auto& shape : {small, large}) {
+        const TensorLayout layout{shape, 0, DType::F8_E8M0, {}};
+        const auto coded = encode_plane(scales, opt, &layout);
+        EXPECT_EQ(coded.codec == Codec::scale_model, shape == small) << name(coded.codec) << ", a tensor of " << shape[0];
+        std::vector<uint8_t> out(scales.size());
+        decode_plane(coded.codec, coded.payload, out, layout);
+        EXPECT_EQ(out, scales);
+    }
+}
+
 // The contest skips coding the scale model where its floor already cannot
 // win. The floor is an estimate (the nodes adapt, so on scales that drift
 // along the tensor the model codes below its fixed-frequency estimate):

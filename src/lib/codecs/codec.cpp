@@ -58,6 +58,16 @@ constexpr double kScaleF8TablesReach = 0.90;
 // The scale model decodes at about 50 MB/s: tried on low-entropy byte planes
 // up to this size (block scale tensors are 1/16 or 1/32 of their blocks).
 constexpr size_t kScaleModelMax = 1u << 20;
+// ... and below the archive levels only on tensors up to this size, the
+// scale tensors of small models (the corpus's: at most 29 KiB). Those of
+// large models (gpt-oss: MiBs a tensor, in 256 KiB chunks) keep the fast
+// coders, as for scale-mix: decoded at some 60 MB/s next to fp4-tables'
+// 1.2 GB/s on 16 times the bytes of blocks, the model doubled the read
+// time of a gpt-oss-like [2880, 5760] MXFP4 tensor (unpack -j1 13.6 ->
+// 28 ms) for 0.33% of its store; on a small model it is milliseconds a
+// file, and it is what takes esrgan MXFP4's scales below their order-0
+// bound (0.1241 against 0.1386).
+constexpr uint64_t kScaleModelTensorMax = 64u << 10;
 // scale-mix decodes at 20-55 MB/s (E4M3 / E8M0 scales), some ten times
 // slower than rANS: it is tried only on whole scale tensors up to this
 // size (FP4 tensors up to 1-2 MiB, the layers of small models). The scale
@@ -445,8 +455,11 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // The context models, where the plane is a whole tensor's bytes of their dtype.
     if (whole && whole->dtype && n <= kMaxModelledChunkBytes) {
         const DType t = *whole->dtype;
+        uint64_t elements = 1;
+        for (uint64_t d : whole->shape) elements *= d;
         // Coded only where its floor (see plan_scales) can still win.
-        if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2) {
+        if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2 &&
+            (opt.level >= kContextModelLevel || elements <= kScaleModelTensorMax)) {
             const auto plan = models::plan_scales(plane, *whole);
             if (!cannot_change_outcome(c, c.size(), kTieMargin, plan.floor_bytes, n))
                 c.push_back({Codec::scale_model, kTieMargin, 0, models::encode_scales(plane, *whole, plan)});
@@ -457,11 +470,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         // kTieMargin of the plane would be 2-8% of the payload, more than
         // scale-mix saves on most tensors (on the corpus's posenet MXFP4 and
         // NVFP4 it kept the scales 0.4% / 0.6% above their order-0 bound).
-        const auto is_whole_tensor = [&] {
-            uint64_t elements = 1;
-            for (uint64_t d : whole->shape) elements *= d;
-            return whole->offset == 0 && elements == n;
-        };
+        const auto is_whole_tensor = [&] { return whole->offset == 0 && elements == n; };
         if (whole->block_scales && (t == DType::U8 || t == DType::F8_E8M0 || t == DType::F8_E4M3) &&
             opt.level >= kContextModelLevel && n <= kScaleMixMax && is_whole_tensor()) {
             const double best_size = winner_size(c, n);
