@@ -501,9 +501,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
     return _mm512_mask_or_epi32(x, m, _mm512_slli_epi32(x, 16), w);
 }
 
-// The same within the payload's last 32 bytes: the load takes only the
-// words the states take (a masked load reads nothing past them), and a
-// stream that asks for more than is left is refused. Slower (the load waits
+// The same where fewer than 32 bytes of the payload may be left: the load
+// takes only the words the states take (a masked load reads nothing past
+// them), and a stream that asks for more than is left is refused. Slower (the load waits
 // for the count), so only for a chunk's last rounds, which otherwise went
 // to the scalar loop.
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i renormalize16_avx512_near_end(

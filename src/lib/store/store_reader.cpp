@@ -24,7 +24,7 @@ thread_local std::vector<uint8_t> t_scales;   // the block scales a grouped chun
 // chunks after it: a 256 KiB chunk of MXFP4 blocks takes 16 KiB of scales,
 // so the blocks chunks of a large tensor (gpt-oss's experts) each decoded a
 // whole scale chunk for a sixteenth of it -- on a [2880, 5760] MXFP4
-// tensor, 16 times its scales' decoding, nine tenths of its read time.
+// tensor, 16 times its scales' decoding, four fifths of its read time.
 // Keyed by the reader's serial number (an address can be reused by the next
 // reader) and the chunk; unkeyed while a decode into it is under way.
 struct ScaleChunkMemo {
