@@ -650,19 +650,20 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
         const auto e = srans::encode_symbols(t[q], ch.prec);
         std::copy(e.begin(), e.end(), sym.begin() + static_cast<std::ptrdiff_t>((q + first) * 128));
     }
-    std::vector<uint8_t> cls(p.period);
-    uint64_t period = p.period, phase = p.phase;
-    if (p.rows) {
-        // Every byte its row's class: a period of the whole chunk.
-        cls.resize(std::max<size_t>(n, 1));
-        for_each_row(n, p.period, p.phase, [&](size_t i, size_t len, size_t r) {
-            std::memset(cls.data() + i, p.class8[r] >> shift, len);
-        });
-        period = cls.size();
-        phase = 0;
-    } else {
-        for (uint64_t c = 0; c < p.period; ++c) cls[c] = static_cast<uint8_t>(p.class8[c] >> shift);
-    }
+    // Each column's class, or with row classes each byte's (a period of the
+    // whole chunk), and the SIMD rounds' wrap after them: built in place (a
+    // chunk-sized vector of row classes, zeroed, then copied, took a third
+    // of the per-channel FP8 files' page faults).
+    const uint64_t period = p.rows ? std::max<size_t>(n, 1) : p.period, phase = p.rows ? 0 : p.phase;
+    const std::span<const uint8_t> cls = wrapped_classes(period, state_lanes, [&](std::span<uint8_t> head) {
+        if (!p.rows) {
+            for (uint64_t c = 0; c < p.period; ++c) head[c] = static_cast<uint8_t>(p.class8[c] >> shift);
+            return;
+        }
+        head[0] = 0;  // (an empty chunk)
+        for_each_row(n, p.period, p.phase,
+                     [&](size_t i, size_t len, size_t r) { std::memset(head.data() + i, p.class8[r] >> shift, len); });
+    });
     std::array<uint32_t, srans::kLanes> start;
     start.fill(srans::kLow);
     std::array<uint32_t, kWideLanes> wide_start;
@@ -670,14 +671,13 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
     // The SIMD encoder's slots (f | cum << 16, table by table) and classes
     // (a round's classes loaded without a wrap).
     std::vector<uint32_t> fc;
-    std::span<const uint8_t> classes = cls;
+    const std::span<const uint8_t> classes = cls;
 #ifdef PTWM_F8_WIDE_AVX512
     if (ch.wide && has_avx512()) {
         fc.assign((t.size() + first) * 128, 0);
         for (size_t q = 0; q < t.size(); ++q)
             for (size_t v = 0; v < 128 && t[q].used; ++v)
                 fc[(q + first) * 128 + v] = t[q].freq[v] | t[q].cum[v] << 16;
-        classes = wrapped_classes(cls.size(), state_lanes, [&](std::span<uint8_t> head) { std::copy(cls.begin(), cls.end(), head.begin()); });
     }
 #endif
     if (ch.sixty_four) {

@@ -82,8 +82,10 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
     TensorLayout with_scales = where;
     with_scales.scales = scales;
     // At most the raw bytes plus a little per plane: no regrowth (and copy)
-    // of the payload as planes are appended.
-    out.payload.reserve(bytes.size() + 64 * l.count);
+    // of the payload as planes are appended. A single plane's payload
+    // becomes the chunk's as it is (FP8 and FP4-tabled chunks): a second
+    // buffer of the chunk's size was a tenth of the FP8 files' page faults.
+    if (l.count > 1) out.payload.reserve(bytes.size() + 64 * l.count);
     EncodeOptions plane_opt = opt;
     for (unsigned p = 0; p < l.count; ++p) {
         // The decompositions that keep the blocks exist for their one codec.
@@ -99,7 +101,8 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
         if (is_grouped(d) && p == 0 && coded.codec != Codec::zstd) plane_opt.zstd = false;
         e.codec[p] = coded.codec;
         e.payload_length[p] = static_cast<uint32_t>(coded.payload.size());
-        out.payload.insert(out.payload.end(), coded.payload.begin(), coded.payload.end());
+        if (l.count == 1) out.payload = std::move(coded.payload);
+        else out.payload.insert(out.payload.end(), coded.payload.begin(), coded.payload.end());
     }
     // The FP8 context model codes whole bytes, so at the levels that try it
     // the whole-byte decomposition competes too: the plan chose between the
