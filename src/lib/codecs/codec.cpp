@@ -36,6 +36,12 @@ constexpr double kZstdSampleWin = 0.9;
 // The adaptive coder decodes at tens of MB/s: it is only tried on planes this
 // small, where a static coder's table is a large share of the output.
 constexpr size_t kAdaptiveMax = 4u << 10;
+// Order-1 rANS below the archive levels: planes from kRans1Min to
+// kAdaptiveMax. Under 2 KiB its 256 context tables cost more than order 1
+// saves (on the 33 corpus and derived files it won on two planes, both of
+// 4 KiB), and each attempt costs htscodecs' 1 MiB of symbol tables, cleared
+// (the thread's first took 300 page faults, a quarter of posenet FP8's).
+constexpr size_t kRans1Min = 2u << 10;
 // ... and it decodes some fifty times slower than rANS, so it must win by more.
 constexpr double kAdaptiveMargin = 0.05;
 // Below the archive levels only on planes up to this size: at 25-40 ns a
@@ -438,7 +444,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // It is encoded last, and only if its lower bound says it may change the
     // outcome (see rans1_floor).
     const size_t rans1_at = c.size();
-    const bool try_rans1 = opt.level >= 3 && bound_bytes < nd / 2 && (opt.level >= 7 || n <= kAdaptiveMax);
+    const bool try_rans1 = opt.level >= 3 && bound_bytes < nd / 2 && (opt.level >= 7 || (n >= kRans1Min && n <= kAdaptiveMax));
     if (!f8.empty()) c.push_back({Codec::f8_tables, f8_margin, 0, std::move(f8)});
     // An order-0 adaptive coder lands near the bound plus a small learning
     // cost; it can only win by its margin where the best so far is further
