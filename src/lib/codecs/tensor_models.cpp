@@ -136,44 +136,114 @@ void code_scales(C& c, uint8_t* s, size_t n, uint64_t first, ScaleGeometry g) {
     }
 }
 
+// The scale model's (context, symbol) pairs as one byte each: context * 5 +
+// min(u, 4), for the estimate's counts.
+constexpr unsigned kScalePairs = (kScaleLevels + 1) * 5;
+
+// Counts of `pairs` (values below kScalePairs) into `count`, in four tables
+// that take every fourth byte: runs of one pair, the common case, would
+// otherwise wait on each other's increments.
+void count_scale_pairs(std::span<const uint8_t> pairs, std::array<uint32_t, kScalePairs>& count) {
+    std::array<std::array<uint32_t, kScalePairs>, 4> part{};
+    size_t k = 0;
+    for (; k + 4 <= pairs.size(); k += 4)
+        for (size_t t = 0; t < 4; ++t) ++part[t][pairs[k + t]];
+    for (; k < pairs.size(); ++k) ++part[0][pairs[k]];
+    for (unsigned v = 0; v < kScalePairs; ++v) count[v] += part[0][v] + part[1][v] + part[2][v] + part[3][v];
+}
+
+// What the scale model spends on a tensor whatever its contexts: its
+// minimum (the u = s - min it codes) and the Exp-Golomb bits beyond the
+// unary decisions (u >= 4), in raw bits.
+struct ScaleSummary {
+    unsigned min = 255;
+    uint64_t escape_bits = 0;
+};
+ScaleSummary summarize_scales(const uint8_t* s, size_t n) {
+    ScaleSummary r;
+    for (size_t i = 0; i < n; ++i) r.min = std::min<unsigned>(r.min, s[i]);
+    for (size_t i = 0; i < n; ++i)
+        if (const unsigned u = s[i] - r.min; u >= 4) r.escape_bits += 2 * (std::bit_width(u - 3) - 1) + 1;  // rare
+    return r;
+}
+
 // What code_scales would spend on `s` under `g`, in bits, with each
 // context's unary decisions at their empirical frequencies (the adaptive
 // nodes' learning cost left out): a fifth of the coder's time, close enough
-// to rank the candidate periods.
-double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g) {
+// to rank the candidate periods. The contexts and symbols become one byte
+// each, then a histogram: where the context needs no state carried scale by
+// scale (the previous scale; a kernel tap's period) a vector at a time.
+double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, const ScaleSummary& sum_up) {
     if (n == 0) return 0;
-    unsigned mn = 255;
-    for (size_t i = 0; i < n; ++i) mn = std::min<unsigned>(mn, s[i]);
-    std::array<std::array<uint32_t, 5>, kScaleLevels + 1> count{};
-    // The unary symbol and the Exp-Golomb bits of each u, looked up, not
-    // branched on (the compiler made branches on u of min(u, 4) and
-    // 2 floor(log2(u - 3)) + 1, a log2 a scale, and perf put a third of the
-    // estimate's time there). The bits are summed as integers, the same
-    // sum as in doubles.
-    static constexpr auto kSymbol = [] {
-        std::array<uint8_t, 256> t{};
-        for (unsigned u = 0; u < 256; ++u) t[u] = static_cast<uint8_t>(std::min(u, 4u));
-        return t;
-    }();
-    static constexpr auto kEscapeBits = [] {
-        std::array<uint8_t, 256> t{};
-        for (unsigned u = 4; u < 256; ++u) t[u] = static_cast<uint8_t>(2 * (std::bit_width(u - 3) - 1) + 1);
-        return t;
-    }();
-    uint64_t raw_bits = 0;
-    ScaleContexts ctx(first, g);
-    for (size_t i = 0; i < n; ++i) {
-        const unsigned u = static_cast<uint8_t>(s[i] - mn);
-        ++count[ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - mn) : 0)][kSymbol[u]];
-        raw_bits += kEscapeBits[u];
-        ctx.update(u);
+    const unsigned mn = sum_up.min;
+    const auto m = static_cast<uint8_t>(mn);
+    const auto symbol = [](uint8_t u) { return std::min<uint8_t>(u, 4); };  // the unary symbol
+    std::array<uint32_t, kScalePairs> count{};
+    thread_local std::vector<uint8_t> pairs;
+    pairs.resize(n);
+    uint8_t* __restrict out = pairs.data();  // (its byte stores could alias anything: no vectors)
+    const uint64_t P = g.blocks_per_tap;
+    if (P == 0) {
+        // The previous scale's u is the context: no state to carry, so the
+        // pairs come a vector at a time.
+        out[0] = static_cast<uint8_t>(kScaleLevels * 5 + symbol(static_cast<uint8_t>(s[0] - m)));
+        for (size_t i = 1; i < n; ++i) {
+            const auto prev = static_cast<uint8_t>(s[i - 1] - m), u = static_cast<uint8_t>(s[i] - m);
+            // min(levels - 1, steps * prev) as min(prev, 2) * 3 - (prev >= 2): 0, 3, 5
+            static_assert(kScaleLevels == 6 && kScaleSteps == 3, "the levels of the previous scale");
+            const auto lev = static_cast<uint8_t>(std::min<uint8_t>(prev, 2) * kScaleSteps - (prev >= 2));
+            out[i] = static_cast<uint8_t>(lev * 5 + symbol(u));
+        }
+    } else if (g.blocks_per_row == 1 && first % P == 0 && (n / P + 1) * 255 <= UINT16_MAX / kScaleSteps) {
+        // One channel a position of the period, the chunk starting a period
+        // (the kernel-tap periods the encoder tries): every position has
+        // been seen once a period before, so the level of scale j in period
+        // t is round(steps * sum_j / t), capped, from that position's sum
+        // alone -- a period at a time, a vector at a time, where
+        // ScaleContexts walked the counters scale by scale (the estimate was
+        // a tenth of an MXFP4 file's pack time).
+        thread_local std::vector<uint16_t> sum;
+        sum.assign(P, 0);
+        for (uint64_t t = 0, at = 0; at < n; ++t, at += P) {
+            const size_t len = static_cast<size_t>(std::min<uint64_t>(P, n - at));
+            const uint8_t* row = s + at;
+            uint8_t* __restrict o = out + at;
+            // ScaleContexts::level with chcnt = t: num = steps * sum + t / 2
+            // against k * t.
+            if (t == 0) {
+                uint16_t* __restrict acc = sum.data();
+                for (size_t j = 0; j < len; ++j) {
+                    const auto u = static_cast<uint8_t>(row[j] - m);
+                    o[j] = static_cast<uint8_t>(kScaleLevels * 5 + symbol(u));
+                    acc[j] = u;
+                }
+                continue;
+            }
+            const auto half = static_cast<int32_t>(t / 2), step = static_cast<int32_t>(t);
+            uint16_t* __restrict acc = sum.data();
+            for (size_t j = 0; j < len; ++j) {
+                const auto u = static_cast<uint8_t>(row[j] - m);
+                const int32_t num = static_cast<int32_t>(kScaleSteps) * acc[j] + half;
+                const int32_t lev = (num >= step) + (num >= 2 * step) + (num >= 3 * step) + (num >= 4 * step) + (num >= 5 * step);
+                o[j] = static_cast<uint8_t>(lev * 5 + symbol(u));
+                acc[j] = static_cast<uint16_t>(acc[j] + u);
+            }
+        }
+    } else {
+        ScaleContexts ctx(first, g);
+        for (size_t i = 0; i < n; ++i) {
+            const unsigned u = static_cast<uint8_t>(s[i] - mn);
+            out[i] = static_cast<uint8_t>(ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - mn) : 0) * 5 + symbol(static_cast<uint8_t>(u)));
+            ctx.update(u);
+        }
     }
-    double bits = static_cast<double>(raw_bits);
-    for (const auto& c : count) {
+    count_scale_pairs(pairs, count);
+    double bits = static_cast<double>(sum_up.escape_bits);
+    for (unsigned lev = 0; lev <= kScaleLevels; ++lev) {
         uint32_t total = 0;
-        for (uint32_t v : c) total += v;
-        for (uint32_t v : c)
-            if (v) bits -= v * std::log2(static_cast<double>(v) / total);
+        for (unsigned k = 0; k < 5; ++k) total += count[lev * 5 + k];
+        for (unsigned k = 0; k < 5; ++k)
+            if (const uint32_t v = count[lev * 5 + k]) bits -= v * std::log2(static_cast<double>(v) / total);
     }
     return bits;
 }
@@ -571,9 +641,10 @@ ScalePlan plan_scales(std::span<const uint8_t> in, const TensorLayout& layout) {
     // period and keeping the smallest saved 30 bytes in all (0.001% of the
     // store) for four times the work.
     size_t pick = 0;
-    double pick_bits = scale_bits_estimate(in.data(), n, layout.offset, tries[0]);
+    const ScaleSummary sum_up = summarize_scales(in.data(), n);
+    double pick_bits = scale_bits_estimate(in.data(), n, layout.offset, tries[0], sum_up);
     for (size_t k = 1; k < tries.size(); ++k) {
-        const double bits = scale_bits_estimate(in.data(), n, layout.offset, tries[k]);
+        const double bits = scale_bits_estimate(in.data(), n, layout.offset, tries[k], sum_up);
         if (bits < pick_bits) pick = k, pick_bits = bits;
     }
     const ScaleGeometry& g = tries[pick];
