@@ -691,12 +691,20 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
     } else if (ch.wide) {
         if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, classes, period, phase, wide_start, out, fc, ch.prec);
         else code_bytes<false, false, kWideLanes>(in, sym, classes, period, phase, wide_start, out, fc, ch.prec);
-    } else if (ch.log2_classes) {
-        if (ch.coded_signs) code_bytes<true, true>(in, sym, cls, period, phase, start, out);
-        else code_bytes<false, true>(in, sym, cls, period, phase, start, out);
     } else {
-        if (ch.coded_signs) code_bytes<true, false>(in, sym, cls, period, phase, start, out);
-        else code_bytes<false, false>(in, sym, cls, period, phase, start, out);
+        // A coded sign that is always the same (block scales: bytes below
+        // 128) has all 2^prec slots: coding it leaves the state as it was
+        // and puts no word (the decoder's constant_sign), so it is not coded.
+        const Table& st = t[0];
+        const bool sign_moves = ch.coded_signs && !(st.used && st.freq.size() == 2 &&
+                                                    (st.freq[0] == 1u << ch.prec || st.freq[1] == 1u << ch.prec));
+        if (ch.log2_classes) {
+            if (sign_moves) code_bytes<true, true>(in, sym, cls, period, phase, start, out);
+            else code_bytes<false, true>(in, sym, cls, period, phase, start, out);
+        } else {
+            if (sign_moves) code_bytes<true, false>(in, sym, cls, period, phase, start, out);
+            else code_bytes<false, false>(in, sym, cls, period, phase, start, out);
+        }
     }
     return out;
 }
