@@ -492,29 +492,39 @@ struct DecodeState {
 #if defined(__x86_64__)
 // The AVX-512 decoders' renormalisation of 16 states, in lane order: the
 // states below 2^15 take the next words, one each, expanded into their
-// lanes. The caller knows 32 bytes remain at p.
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i renormalize16_avx512(__m512i x,
-                                                                                                   const uint8_t*& p) {
-    const __mmask16 m = _mm512_cmplt_epu32_mask(x, _mm512_set1_epi32(static_cast<int>(kLow)));
-    const __m512i w = _mm512_maskz_expand_epi32(m, _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-    p += 2 * __builtin_popcount(m);
+// lanes. The two loads below differ only in how they read the words.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __mmask16 below_low_avx512(__m512i x) {
+    return _mm512_cmplt_epu32_mask(x, _mm512_set1_epi32(static_cast<int>(kLow)));
+}
+// States m take the words (lane order: the first word to the lowest lane in m).
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i take_words_avx512(__m512i x, __mmask16 m,
+                                                                                                  __m256i words) {
+    const __m512i w = _mm512_maskz_expand_epi32(m, _mm512_cvtepu16_epi32(words));
     return _mm512_mask_or_epi32(x, m, _mm512_slli_epi32(x, 16), w);
 }
 
-// The same where fewer than 32 bytes of the payload may be left: the load
-// takes only the words the states take (a masked load reads nothing past
-// them), and a stream that asks for more than is left is refused. Slower (the load waits
-// for the count), so only for a chunk's last rounds, which otherwise went
-// to the scalar loop.
+// The caller knows 32 bytes remain at p.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i renormalize16_avx512(__m512i x,
+                                                                                                   const uint8_t*& p) {
+    const __mmask16 m = below_low_avx512(x);
+    const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    p += 2 * __builtin_popcount(m);
+    return take_words_avx512(x, m, words);
+}
+
+// Where fewer than 32 bytes of the payload may be left: the load takes
+// only the words the states take (a masked load reads nothing past them),
+// and a stream that asks for more than is left is refused. Slower (the
+// load waits for the count), so only for a chunk's last rounds, which
+// otherwise went to the scalar loop.
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i renormalize16_avx512_near_end(
     __m512i x, const uint8_t*& p, const uint8_t* end) {
-    const __mmask16 m = _mm512_cmplt_epu32_mask(x, _mm512_set1_epi32(static_cast<int>(kLow)));
+    const __mmask16 m = below_low_avx512(x);
     const auto k = static_cast<unsigned>(__builtin_popcount(m));
     if (static_cast<std::ptrdiff_t>(2 * k) > end - p) throw CorruptData("static rANS: stream runs past the payload");
     const __m256i words = _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << k) - 1), p);
-    const __m512i w = _mm512_maskz_expand_epi32(m, _mm512_cvtepu16_epi32(words));
     p += 2 * k;
-    return _mm512_mask_or_epi32(x, m, _mm512_slli_epi32(x, 16), w);
+    return take_words_avx512(x, m, words);
 }
 #endif
 
