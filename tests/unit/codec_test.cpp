@@ -279,6 +279,33 @@ TEST(ContextModels, ScaleModelIsNotSkippedWhereItWouldWin) {
     EXPECT_GT(model_wins, 0);
 }
 
+// A flattened kernel's scales, [taps x positions] with no shape to say so:
+// a position's scales share its input channel's level across the taps. The
+// scale model tries the periods of common kernel sizes (its estimate ranks
+// them a whole tap at a time) and must pick the planted one, and code it
+// smaller than under the previous scale alone.
+TEST(ContextModels, ScaleModelFindsAFlattenedKernelsTapPeriod) {
+    std::mt19937 rng(5);
+    constexpr uint64_t kPositions = 64;
+    for (uint64_t taps : {3, 9, 25, 49}) {
+        std::vector<int> level(kPositions);
+        for (auto& l : level) l = static_cast<int>(rng() % 7);
+        std::vector<uint8_t> scales(taps * kPositions);
+        for (size_t i = 0; i < scales.size(); ++i)
+            scales[i] = static_cast<uint8_t>(110 + level[i % kPositions] + (rng() % 5 == 0));
+        const std::vector<uint64_t> flat = {scales.size()};
+        const TensorLayout layout{flat, 0, DType::F8_E8M0, {}};
+        const auto plan = models::plan_scales(scales, layout);
+        EXPECT_EQ(plan.blocks_per_tap, kPositions) << taps << " taps";
+        EXPECT_EQ(plan.blocks_per_row, 1u) << taps << " taps";
+        const auto coded = models::encode_scales(scales, layout, plan);
+        EXPECT_LT(coded.size(), models::encode_scales(scales, layout, models::ScalePlan{}).size()) << taps << " taps";
+        std::vector<uint8_t> out(scales.size());
+        models::decode_scales(coded, out, layout);
+        EXPECT_EQ(out, scales) << taps << " taps";
+    }
+}
+
 }  // namespace
 }  // namespace ptwm
 
