@@ -651,9 +651,9 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
         std::copy(e.begin(), e.end(), sym.begin() + static_cast<std::ptrdiff_t>((q + first) * 128));
     }
     // Each column's class, or with row classes each byte's (a period of the
-    // whole chunk), and the SIMD rounds' wrap after them: built in place (a
-    // chunk-sized vector of row classes, zeroed, then copied, took a third
-    // of the per-channel FP8 files' page faults).
+    // whole chunk), and the SIMD rounds' wrap after them: built in place,
+    // in per-thread memory (a chunk-sized vector of row classes was zeroed,
+    // filled, then copied into it).
     const uint64_t period = p.rows ? std::max<size_t>(n, 1) : p.period, phase = p.rows ? 0 : p.phase;
     const std::span<const uint8_t> cls = wrapped_classes(period, state_lanes, [&](std::span<uint8_t> head) {
         if (!p.rows) {
