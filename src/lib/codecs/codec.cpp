@@ -41,7 +41,7 @@ constexpr size_t kAdaptiveMax = 4u << 10;
 // kAdaptiveMax. Under 2 KiB its 256 context tables cost more than order 1
 // saves (on the 33 corpus and derived files it won on two planes, both of
 // 4 KiB), and each attempt costs htscodecs' 1 MiB of symbol tables, cleared
-// (the thread's first took 300 page faults, a quarter of posenet FP8's).
+// (the thread's first took 300 page faults, a quarter of posenet per-channel FP8's).
 constexpr size_t kRans1Min = 2u << 10;
 // ... and it decodes some fifty times slower than rANS, so it must win by more.
 constexpr double kAdaptiveMargin = 0.05;
