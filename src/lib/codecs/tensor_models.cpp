@@ -181,7 +181,7 @@ double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeom
     std::array<uint32_t, kScalePairs> count{};
     thread_local std::vector<uint8_t> pairs;
     pairs.resize(n);
-    uint8_t* __restrict out = pairs.data();  // (its byte stores could alias anything: no vectors)
+    uint8_t* __restrict out = pairs.data();  // (byte stores may alias anything: unrestricted, no vectors)
     const uint64_t P = g.blocks_per_tap;
     if (P == 0) {
         // The previous scale's u is the context: no state to carry, so the
