@@ -64,6 +64,23 @@ constexpr RateTable kScaleRates(60, 0.5);
 constexpr double kScaleFloorShare = 0.85;  // see plan_scales
 constexpr unsigned kScaleLevels = 6, kScaleSteps = 3;
 
+// The level of a channel's mean u, sum / cnt (cnt > 0):
+// min(levels - 1, round(steps * mean)), by comparisons: the rounded
+// quotient (steps * sum + cnt / 2) / cnt is at least k exactly when the
+// numerator is at least k * cnt. (A template: the estimate takes it a
+// vector of 32-bit lanes at a time.)
+template <class T>
+[[gnu::always_inline]] inline T channel_level(T sum, T cnt) {
+    const T num = kScaleSteps * sum + cnt / 2;
+    T lev = 0;
+    for (T k = 1; k < T{kScaleLevels}; ++k) lev += num >= k * cnt;
+    return lev;
+}
+// The level under the previous scale's u, where the layout has no channels.
+[[gnu::always_inline]] inline unsigned previous_level(uint8_t prev) {
+    return std::min<unsigned>(kScaleLevels - 1, kScaleSteps * prev);
+}
+
 // The context each scale is coded under, shared by the coder and the
 // encoder's estimate of it.
 class ScaleContexts {
@@ -76,16 +93,8 @@ public:
     }
     // Context of scale i (0 .. kScaleLevels); `prev` is u of scale i - 1.
     unsigned level(size_t i, unsigned prev) const {
-        if (P_ && chcnt_[ch_]) {
-            // min(levels - 1, round(steps * mean)), by comparisons: the
-            // rounded quotient (steps * sum + cnt / 2) / cnt is at least k
-            // exactly when the numerator is at least k * cnt.
-            const uint64_t num = kScaleSteps * chsum_[ch_] + chcnt_[ch_] / 2, cnt = chcnt_[ch_];
-            unsigned lev = 0;
-            for (unsigned k = 1; k < kScaleLevels; ++k) lev += num >= k * cnt;
-            return lev;
-        }
-        if (!P_ && i) return std::min<unsigned>(kScaleLevels - 1, kScaleSteps * static_cast<uint8_t>(prev));
+        if (P_ && chcnt_[ch_]) return static_cast<unsigned>(channel_level(chsum_[ch_], chcnt_[ch_]));
+        if (!P_ && i) return previous_level(static_cast<uint8_t>(prev));
         return kScaleLevels;  // no history
     }
     // Scale i was u above the minimum.
@@ -175,8 +184,7 @@ ScaleSummary summarize_scales(const uint8_t* s, size_t n) {
 // scale (the previous scale; a kernel tap's period) a vector at a time.
 double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, const ScaleSummary& sum_up) {
     if (n == 0) return 0;
-    const unsigned mn = sum_up.min;
-    const auto m = static_cast<uint8_t>(mn);
+    const auto m = static_cast<uint8_t>(sum_up.min);
     const auto symbol = [](uint8_t u) { return std::min<uint8_t>(u, 4); };  // the unary symbol
     std::array<uint32_t, kScalePairs> count{};
     thread_local std::vector<uint8_t> pairs;
@@ -189,10 +197,7 @@ double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeom
         out[0] = static_cast<uint8_t>(kScaleLevels * 5 + symbol(static_cast<uint8_t>(s[0] - m)));
         for (size_t i = 1; i < n; ++i) {
             const auto prev = static_cast<uint8_t>(s[i - 1] - m), u = static_cast<uint8_t>(s[i] - m);
-            // min(levels - 1, steps * prev) as min(prev, 2) * 3 - (prev >= 2): 0, 3, 5
-            static_assert(kScaleLevels == 6 && kScaleSteps == 3, "the levels of the previous scale");
-            const auto lev = static_cast<uint8_t>(std::min<uint8_t>(prev, 2) * kScaleSteps - (prev >= 2));
-            out[i] = static_cast<uint8_t>(lev * 5 + symbol(u));
+            out[i] = static_cast<uint8_t>(previous_level(prev) * 5 + symbol(u));
         }
     } else if (g.blocks_per_row == 1 && first % P == 0 && (n / P + 1) * 255 <= UINT16_MAX / kScaleSteps) {
         // One channel a position of the period, the chunk starting a period
@@ -208,8 +213,7 @@ double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeom
             const size_t len = static_cast<size_t>(std::min<uint64_t>(P, n - at));
             const uint8_t* row = s + at;
             uint8_t* __restrict o = out + at;
-            // ScaleContexts::level with chcnt = t: num = steps * sum + t / 2
-            // against k * t.
+            // ScaleContexts::level with chcnt = t.
             if (t == 0) {
                 uint16_t* __restrict acc = sum.data();
                 for (size_t j = 0; j < len; ++j) {
@@ -219,21 +223,19 @@ double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeom
                 }
                 continue;
             }
-            const auto half = static_cast<int32_t>(t / 2), step = static_cast<int32_t>(t);
+            const auto cnt = static_cast<int32_t>(t);
             uint16_t* __restrict acc = sum.data();
             for (size_t j = 0; j < len; ++j) {
                 const auto u = static_cast<uint8_t>(row[j] - m);
-                const int32_t num = static_cast<int32_t>(kScaleSteps) * acc[j] + half;
-                const int32_t lev = (num >= step) + (num >= 2 * step) + (num >= 3 * step) + (num >= 4 * step) + (num >= 5 * step);
-                o[j] = static_cast<uint8_t>(lev * 5 + symbol(u));
+                o[j] = static_cast<uint8_t>(channel_level<int32_t>(acc[j], cnt) * 5 + symbol(u));
                 acc[j] = static_cast<uint16_t>(acc[j] + u);
             }
         }
     } else {
         ScaleContexts ctx(first, g);
         for (size_t i = 0; i < n; ++i) {
-            const unsigned u = static_cast<uint8_t>(s[i] - mn);
-            out[i] = static_cast<uint8_t>(ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - mn) : 0) * 5 + symbol(static_cast<uint8_t>(u)));
+            const auto u = static_cast<uint8_t>(s[i] - m);
+            out[i] = static_cast<uint8_t>(ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - m) : 0) * 5 + symbol(u));
             ctx.update(u);
         }
     }
