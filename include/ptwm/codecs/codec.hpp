@@ -96,7 +96,5 @@ double order0_bits(const Histogram& h);
 
 // Order-0 entropy of a byte span in bits: the bound an order-0 coder can reach.
 double order0_bits(std::span<const uint8_t> bytes);
-// Order-0 entropy of the 4-bit nibbles of a span (both halves of each byte).
-double order0_nibble_bits(std::span<const uint8_t> bytes);
 
 }  // namespace ptwm

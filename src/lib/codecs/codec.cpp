@@ -193,17 +193,6 @@ double order0_bits(std::span<const uint8_t> bytes) {
     return order0_bits(h);
 }
 
-double order0_nibble_bits(std::span<const uint8_t> bytes) {
-    if (bytes.empty()) return 0;
-    std::array<uint64_t, 16> count{};
-    for (uint8_t b : bytes) ++count[b & 15], ++count[b >> 4];
-    double bits = 0;
-    const double n = 2.0 * static_cast<double>(bytes.size());
-    for (uint64_t c : count)
-        if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c) / n);
-    return bits;
-}
-
 std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zstd_level, const TensorLayout& layout) {
     switch (c) {
         case Codec::raw: return {plane.begin(), plane.end()};
@@ -368,9 +357,9 @@ double rans1_floor(std::span<const uint8_t> plane) {
         uint32_t total = 0;
         for (unsigned b = 0; b < symbols; ++b) {
             const uint32_t c = pair[a * kRans1FloorSymbols + b];
-            if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c)), ++pairs, total += c, ++successors[a];
+            if (c) bits -= srans::k_log2_k(c), ++pairs, total += c, ++successors[a];
         }
-        if (total) bits += static_cast<double>(total) * std::log2(static_cast<double>(total));
+        bits += srans::k_log2_k(total);
     }
     bits -= 3 * (std::log2(static_cast<double>(n)) + 1.45);
     // Context 0 codes the other streams' starts too: up to one more successor each.
