@@ -111,7 +111,7 @@ void for_each_row(size_t n, uint64_t period, uint64_t phase, F&& f) {
 // then those of the next `extra` columns again, wrapped: a SIMD
 // round of `extra` bytes loads its classes without a wrap test. In memory
 // reused per thread, per caller (each `fill` is a type of its own; neither
-// the decoders nor the SIMD encoder nest).
+// the decoders nor the encoder's writer nest).
 template <class T = uint8_t, class Fill>
 std::span<const T> wrapped_classes(size_t period, size_t extra, Fill&& fill) {
     thread_local Scratch memory;
@@ -668,10 +668,9 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
     start.fill(srans::kLow);
     std::array<uint32_t, kWideLanes> wide_start;
     wide_start.fill(srans::kLow);
-    // The SIMD encoder's slots (f | cum << 16, table by table) and classes
-    // (a round's classes loaded without a wrap).
+    // The SIMD encoder's slots (f | cum << 16, table by table); it loads a
+    // round's classes from cls without a wrap.
     std::vector<uint32_t> fc;
-    const std::span<const uint8_t> classes = cls;
 #ifdef PTWM_F8_WIDE_AVX512
     if (ch.wide && has_avx512()) {
         fc.assign((t.size() + first) * 128, 0);
@@ -681,16 +680,16 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
     }
 #endif
     if (ch.sixty_four) {
-        if (ch.log2_classes) code_bytes<false, true, 64>(in, sym, classes, period, phase, state_start, out, fc, ch.prec);
-        else code_bytes<false, false, 64>(in, sym, classes, period, phase, state_start, out, fc, ch.prec);
+        if (ch.log2_classes) code_bytes<false, true, 64>(in, sym, cls, period, phase, state_start, out, fc, ch.prec);
+        else code_bytes<false, false, 64>(in, sym, cls, period, phase, state_start, out, fc, ch.prec);
     } else if (ch.state_signs) {
         std::array<uint32_t, 32> start32;
         std::copy_n(state_start.begin(), 32, start32.begin());
-        if (ch.log2_classes) code_bytes<false, true, 32>(in, sym, classes, period, phase, start32, out, fc, ch.prec);
-        else code_bytes<false, false, 32>(in, sym, classes, period, phase, start32, out, fc, ch.prec);
+        if (ch.log2_classes) code_bytes<false, true, 32>(in, sym, cls, period, phase, start32, out, fc, ch.prec);
+        else code_bytes<false, false, 32>(in, sym, cls, period, phase, start32, out, fc, ch.prec);
     } else if (ch.wide) {
-        if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, classes, period, phase, wide_start, out, fc, ch.prec);
-        else code_bytes<false, false, kWideLanes>(in, sym, classes, period, phase, wide_start, out, fc, ch.prec);
+        if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec);
+        else code_bytes<false, false, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec);
     } else {
         // A coded sign that is always the same (block scales: bytes below
         // 128) has all 2^prec slots: coding it leaves the state as it was
