@@ -121,27 +121,33 @@ private:
     uint64_t pos_, ch_, sub_;
 };
 
+// The coder's minimum, 8 raw bits; returns it (what a decoder read).
 template <class C>
-void code_scales(C& c, uint8_t* s, size_t n, uint64_t first, ScaleGeometry g) {
+unsigned code_scale_min(C& c, unsigned mn) {
+    unsigned x = 0;
+    for (int b = 7; b >= 0; --b) x = x << 1 | c.raw((mn >> b) & 1);
+    return x;
+}
+
+// One scale's u under its context's four nodes; returns u.
+template <class C>
+[[gnu::always_inline]] inline unsigned code_scale_u(C& c, Node* nd, unsigned u) {
+    unsigned k = 0;
+    while (k < 4 && c.bit(nd[k], u > k)) ++k;
+    if (k == 4) k = 3 + context::raw_exp_golomb(c, u - 3, 8);  // u - 3 >= 1
+    return k;
+}
+
+void decode_scale_values(Decoder& c, uint8_t* s, size_t n, uint64_t first, ScaleGeometry g) {
     if (n == 0) return;
-    unsigned mn = 255;
-    if (!C::kDecoding)
-        for (size_t i = 0; i < n; ++i) mn = std::min<unsigned>(mn, s[i]);
-    {
-        unsigned x = 0;
-        for (int b = 7; b >= 0; --b) x = x << 1 | c.raw((mn >> b) & 1);
-        mn = x;
-    }
+    const unsigned mn = code_scale_min(c, 0);
     Node nodes[(kScaleLevels + 1) * 4];
     ScaleContexts ctx(first, g);
     for (size_t i = 0; i < n; ++i) {
-        const unsigned u = C::kDecoding ? 0 : s[i] - mn;
         Node* nd = &nodes[ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - mn) : 0) * 4];
-        unsigned k = 0;
-        while (k < 4 && c.bit(nd[k], u > k)) ++k;
-        if (k == 4) k = 3 + context::raw_exp_golomb(c, u - 3, 8);  // u - 3 >= 1
-        s[i] = static_cast<uint8_t>(mn + k);
-        ctx.update(k);
+        const unsigned u = code_scale_u(c, nd, 0);
+        s[i] = static_cast<uint8_t>(mn + u);
+        ctx.update(u);
     }
 }
 
@@ -182,13 +188,10 @@ ScaleSummary summarize_scales(const uint8_t* s, size_t n) {
 // to rank the candidate periods. The contexts and symbols become one byte
 // each, then a histogram: where the context needs no state carried scale by
 // scale (the previous scale; a kernel tap's period) a vector at a time.
-double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, const ScaleSummary& sum_up) {
-    if (n == 0) return 0;
-    const auto m = static_cast<uint8_t>(sum_up.min);
+void scale_pairs(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, uint8_t m, std::vector<uint8_t>& pairs) {
     const auto symbol = [](uint8_t u) { return std::min<uint8_t>(u, 4); };  // the unary symbol
-    std::array<uint32_t, kScalePairs> count{};
-    thread_local std::vector<uint8_t> pairs;
     pairs.resize(n);
+    if (n == 0) return;
     uint8_t* __restrict out = pairs.data();  // (byte stores may alias anything: unrestricted, no vectors)
     const uint64_t P = g.blocks_per_tap;
     if (P == 0) {
@@ -239,6 +242,13 @@ double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeom
             ctx.update(u);
         }
     }
+}
+
+double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, const ScaleSummary& sum_up) {
+    if (n == 0) return 0;
+    thread_local std::vector<uint8_t> pairs;
+    scale_pairs(s, n, first, g, static_cast<uint8_t>(sum_up.min), pairs);
+    std::array<uint32_t, kScalePairs> count{};
     count_scale_pairs(pairs, count);
     double bits = static_cast<double>(sum_up.escape_bits);
     for (unsigned lev = 0; lev <= kScaleLevels; ++lev) {
@@ -668,9 +678,18 @@ ScalePlan plan_scales(std::span<const uint8_t> in, const TensorLayout& layout) {
 
 std::vector<uint8_t> encode_scales(std::span<const uint8_t> in, const TensorLayout& layout, const ScalePlan& plan) {
     const ScaleGeometry g{plan.blocks_per_row, plan.blocks_per_tap};
-    std::vector<uint8_t> x(in.begin(), in.end());
     Encoder e(kScaleRates);
-    code_scales(e, x.data(), x.size(), layout.offset, g);
+    if (!in.empty()) {
+        const ScaleSummary sum_up = summarize_scales(in.data(), in.size());
+        code_scale_min(e, sum_up.min);
+        // The contexts come from the same pass as the estimate's, a vector
+        // at a time where the layout allows, instead of scale by scale.
+        thread_local std::vector<uint8_t> pairs;
+        scale_pairs(in.data(), in.size(), layout.offset, g, static_cast<uint8_t>(sum_up.min), pairs);
+        Node nodes[(kScaleLevels + 1) * 4];
+        for (size_t i = 0; i < in.size(); ++i)
+            code_scale_u(e, &nodes[pairs[i] / 5 * 4], in[i] - sum_up.min);
+    }
     std::vector<uint8_t> out;
     put_varint(out, g.blocks_per_tap);
     put_varint(out, g.blocks_per_row);
@@ -691,7 +710,7 @@ void decode_scales(std::span<const uint8_t> payload, std::span<uint8_t> out, con
         g.blocks_per_tap > tensor_extent(layout, out.size()))
         throw CorruptData("scale model: bad channel period");
     Decoder d(kScaleRates, payload);
-    code_scales(d, out.data(), out.size(), layout.offset, g);
+    decode_scale_values(d, out.data(), out.size(), layout.offset, g);
 }
 
 // How much of the scales' variance rows of `row` scales explain, by their
