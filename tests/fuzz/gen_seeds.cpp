@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "codecs/f8_tables.hpp"
+#include "codecs/fp4_tables.hpp"
 #include "ptwm/codecs/codec.hpp"
 #include "ptwm/store/chunk_codec.hpp"
 #include "ptwm/store/store_format.hpp"
@@ -270,6 +271,7 @@ int main(int argc, char** argv) {
         ptwm::Decomposition d;
         std::vector<uint8_t> bytes, block_scales;
         int level;
+        bool split = false;  // fp4-tables' split layout (from 64 KiB; here from 2, four streams from 8)
     };
     const std::vector<Grouped> grouped = {
         {"fp4_mx_grouped", ptwm::Decomposition::fp4_mx_grouped, random_bytes(2048), scales(128), 3},
@@ -280,10 +282,15 @@ int main(int argc, char** argv) {
         // From 4 KiB: the wide layout (32 states holding the last values).
         {"fp4_mx_tabled_wide", ptwm::Decomposition::fp4_mx_tabled, random_bytes(4096), scales(256), 3},
         {"fp4_nv_tabled_wide", ptwm::Decomposition::fp4_nv_tabled, random_bytes(4096), small_ints(512, 12), 3},
+        // Wide streams over parts of the blocks: four (MX), two (NV).
+        {"fp4_mx_tabled_split", ptwm::Decomposition::fp4_mx_tabled, random_bytes(8192), scales(512), 3, true},
+        {"fp4_nv_tabled_split", ptwm::Decomposition::fp4_nv_tabled, random_bytes(4096), small_ints(512, 12), 3, true},
     };
     for (const auto& g : grouped) {
         const std::vector<uint64_t> shape = {40, 64};
+        ptwm::fp4tables::split_from(g.split ? 2048 : 0);
         const auto chunk = ptwm::encode_chunk(g.bytes, g.d, {g.level}, g.block_scales, {shape, 0, std::nullopt, {}});
+        ptwm::fp4tables::split_from(0);
         write_plane_seed(out + "/planes/" + g.name, chunk.entry, chunk.payload, 0, 4, g.block_scales);
     }
     // f8-tables with column classes, with coded signs, wide and with signs in

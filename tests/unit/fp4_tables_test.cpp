@@ -58,13 +58,20 @@ TEST(Fp4Tables, RoundTripsAnyBlockCount) {
 // 224 values; AVX-512 codes and decodes them 32 values at a time and other
 // CPUs one by one. Both must write the same bytes and give every byte back,
 // whole rounds or not.
+// From 64 KiB the blocks are two such streams, from 256 KiB four (here,
+// with split_from, from 4 and 16 KiB too), each over a part of the blocks,
+// which the SIMD decoder steps together: the same again.
 TEST(Fp4Tables, WideLayoutRoundTripsWithAndWithoutSimd) {
+    for (size_t split_min : {size_t{0}, size_t{4096}})
     for (auto kind : kKinds)
-        for (size_t n : {size_t{257}, size_t{513}, size_t{1001}, size_t{4099}}) {
+        for (size_t n : {size_t{257}, size_t{513}, size_t{1001}, size_t{4099}, size_t{8193}}) {
             const Blocks m = make_blocks(kind, n, static_cast<uint32_t>(n));
             if (m.blocks.size() < 4096) continue;
+            fp4tables::split_from(split_min);
             const auto payload = fp4tables::encode(m.blocks, m.scales, kind);
+            const size_t from = split_min ? split_min : 65536;
             ASSERT_EQ(payload[0] & 2, 2) << "the wide layout from 4 KiB";
+            ASSERT_EQ(payload[0] & 4, m.blocks.size() >= from ? 4 : 0) << "the split layout";
             // The SIMD encoder writes the bytes the value-by-value one does.
             fp4tables::allow_simd(false);
             EXPECT_EQ(fp4tables::encode(m.blocks, m.scales, kind), payload) << n << " blocks";
@@ -77,13 +84,18 @@ TEST(Fp4Tables, WideLayoutRoundTripsWithAndWithoutSimd) {
                 std::vector<uint8_t> out(m.blocks.size(), 0x55);
                 fp4tables::decode(payload, out, m.scales);
                 EXPECT_EQ(out, m.blocks) << n << " blocks, kind " << static_cast<int>(kind) << ", mode " << mode;
+                // A damaged stretch of the (first) stream. (A single
+                // flipped bit can move a state by so little that it ends
+                // among the raw values the final states hold, unseen: the
+                // chunk checksum is what catches those.)
                 auto bad = payload;
-                bad[bad.size() / 2] ^= 0x04;
+                for (size_t k = 0; k < 16; ++k) bad[bad.size() / 8 + k] ^= 0xFF;
                 EXPECT_THROW(fp4tables::decode(bad, out, m.scales), CorruptData) << "mode " << mode;
                 EXPECT_THROW(fp4tables::decode(std::span(payload).first(payload.size() - 2), out, m.scales), CorruptData);
             }
             fp4tables::allow_simd(true);
             fp4tables::allow_lane_tables(true);
+            fp4tables::split_from(0);
         }
 }
 
@@ -200,6 +212,46 @@ TEST(Fp4Tables, DamagedPayloadsAreErrorsThatNameTheCodec) {
     }
     // Every truncation is an error, never a crash (ASan runs this too).
     for (size_t len = 0; len < good.size(); len += 7) expect_corrupt(std::span(good).first(len), m.scales, n, "cut");
+    bad = good;
+    bad[0] |= 4;
+    expect_corrupt(bad, m.scales, n, "the split layout without the wide one");
+}
+
+// The split layout's streams have their count and all but the last one's
+// length in front of them (varints after the header and tables): a count
+// or a length that does not fit, or one that moves the boundary between
+// the streams, is an error.
+TEST(Fp4Tables, DamagedSplitPayloadsAreErrors) {
+    const Blocks m = make_blocks(fp4tables::Kind::nv, 9000, 6);
+    const auto good = fp4tables::encode(m.blocks, m.scales, fp4tables::Kind::nv);
+    ASSERT_EQ(good[0], 1 | 2 | 4) << "NV, wide, split";
+    const size_t n = m.blocks.size();
+    // The length field: the two-byte varint after the count (2) whose value
+    // leaves the second stream about as long as the first.
+    size_t at = 0, first = 0;
+    for (size_t k = 5; k + 2 < good.size() && !at; ++k) {
+        const size_t v = (good[k] & 0x7Fu) | size_t{good[k + 1]} << 7;
+        if (good[k - 1] == 2 && (good[k] & 0x80) && !(good[k + 1] & 0x80) && k + 2 + v < good.size() &&
+            std::abs(static_cast<long>(good.size() - k - 2 - v) - static_cast<long>(v)) < 256)
+            at = k, first = v;
+    }
+    ASSERT_NE(at, 0u) << "no length field found";
+    const auto with_length = [&](size_t v) {
+        auto bad = good;
+        bad[at] = static_cast<uint8_t>(0x80 | (v & 0x7F));
+        bad[at + 1] = static_cast<uint8_t>(v >> 7);
+        return bad;
+    };
+    for (size_t v : {first - 2, first + 2, size_t{0}, good.size()})
+        expect_corrupt(with_length(v), m.scales, n, ("first stream's length " + std::to_string(v)).c_str());
+    // The stream count before it: 2 here; 1, 3 (lengths misread) and 5 are errors.
+    ASSERT_EQ(good[at - 1], 2);
+    for (uint8_t k : {1, 3, 5}) {
+        auto bad = good;
+        bad[at - 1] = k;
+        expect_corrupt(bad, m.scales, n, ("stream count " + std::to_string(k)).c_str());
+    }
+    for (size_t len = 0; len < good.size(); len += 97) expect_corrupt(std::span(good).first(len), m.scales, n, "cut");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #define PTWM_FP4_WIDE_AVX512 1
 #endif
 
+#include "base/varint.hpp"
 #include "codecs/static_rans.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/planes/fp4_groups.hpp"
@@ -46,6 +47,25 @@ constexpr uint32_t kRawBase = 1u << 30;
 // decode speed (270 -> 650-690 MB/s of blocks). Below this size a chunk is
 // mostly those 224 values.
 constexpr size_t kWideMinBytes = 4096;
+// Byte 0 bit 2, the split layout (wide chunks only): 2 to kMaxStreams wide
+// streams, each over a part of the chunk's blocks (part k: blocks
+// [k m / K, (k + 1) m / K) of m), behind their count K and the lengths of
+// all but the last (varints). One stream's 32 states are two chains of 16
+// a round, and a round waits on its table lookups and multiplies (six more
+// chains in the same loop cost no more time): the decoder steps the
+// streams together. A stream's states cost some 40 bytes: writers take two
+// streams from 64 KiB of blocks (at most 0.06% of them) and four from
+// 256 KiB, whole default chunks (0.05%). On a [2880, 5760] MXFP4 tensor in
+// memory, one thread: 0.9 GB/s with one stream, 1.15 with two, 1.18 with
+// four (the loop is then bound by its permutes, not its chains).
+constexpr uint8_t kSplitFlag = 4;
+constexpr unsigned kMaxStreams = 4;
+constexpr size_t kSplitMinBytes = 64u << 10;
+// Tests and fuzz seeds move it (split_from); four streams from four times it.
+std::atomic<size_t> g_split_min{kSplitMinBytes};
+
+// The first block of part k of K over m blocks.
+size_t part_begin(size_t m, unsigned streams, unsigned k) { return static_cast<size_t>(uint64_t{m} * k / streams); }
 // What a group's table costs while the grouping is searched (the real
 // tables are weighed once it is chosen): 16 codes of a few bits.
 constexpr double kTableBitsGuess = 64;
@@ -278,6 +298,18 @@ inline void put_value(uint8_t* out, size_t i, unsigned v) {
     else out[i >> 1] = static_cast<uint8_t>(v);
 }
 
+// One wide stream and the blocks it codes, as the decoder goes through it:
+// values [0, i) are out.
+struct WidePart {
+    srans::DecodeState<kWideLanes> d;
+    std::span<const uint8_t> scales;
+    std::span<uint8_t> out;
+    size_t values, coded, i = 0;
+    WidePart(std::span<const uint8_t> stream, std::span<const uint8_t> sc, std::span<uint8_t> o)
+        : d(stream), scales(sc), out(o), values(2 * o.size()),
+          coded(values - std::min<size_t>(values, kRawPerState * kWideLanes)) {}
+};
+
 // 2: SIMD where the CPU has it; 0: none (tests).
 std::atomic<int> g_simd_allowed{2};
 // false: the SIMD decoder gathers from the slots (tests).
@@ -294,34 +326,64 @@ bool has_avx512() {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// Whole rounds of 32 values (16 bytes) while the payload has room for a
-// word per state; returns the values decoded. Each 16 lanes take one table
-// (MX: both halves of a block; NV: one block each): step(x, g) moves 16
-// states on under group g's table and returns their values.
-template <class Step>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_rounds_avx512(
-    const Step& step, const std::array<uint8_t, 256>& group, const uint8_t* scales, bool nv,
-    srans::DecodeState<kWideLanes>& d, uint8_t* out, size_t coded) {
-    __m512i x0 = _mm512_loadu_si512(d.x.data()), x1 = _mm512_loadu_si512(d.x.data() + 16);
-    const uint8_t* p = d.p;
-    const uint8_t* const end = d.end;
-    size_t i = 0;
-    for (; i + 32 <= coded && end - p >= 64; i += 32) {
-        const unsigned g0 = group[scales[nv ? i >> 4 : i >> 5]];
-        const unsigned g1 = nv ? group[scales[(i >> 4) + 1]] : g0;
-        const __m512i v0 = step(x0, g0), v1 = step(x1, g1);
-        x0 = srans::renormalize16_avx512(x0, p);
-        x1 = srans::renormalize16_avx512(x1, p);
-        // Values 2j, 2j + 1 sit in the two halves of a 64-bit lane: the
-        // byte is the low one | the high one << 4.
-        const __m128i b0 = _mm512_cvtepi64_epi8(_mm512_or_si512(v0, _mm512_srli_epi64(v0, 28)));
-        const __m128i b1 = _mm512_cvtepi64_epi8(_mm512_or_si512(v1, _mm512_srli_epi64(v1, 28)));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i / 2), _mm_unpacklo_epi64(b0, b1));
+// A round's 32 values as 16 bytes: values 2j, 2j + 1 sit in the two halves
+// of a 64-bit lane, and the byte is the low one | the high one << 4.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void put_round_avx512(uint8_t* out, __m512i v0,
+                                                                                                __m512i v1) {
+    const __m128i b0 = _mm512_cvtepi64_epi8(_mm512_or_si512(v0, _mm512_srli_epi64(v0, 28)));
+    const __m128i b1 = _mm512_cvtepi64_epi8(_mm512_or_si512(v1, _mm512_srli_epi64(v1, 28)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi64(b0, b1));
+}
+
+// Whole rounds of 32 values (16 bytes) of N streams together, each from
+// value i on, while every stream has a round left and room in its payload
+// for a word per state. Each 16 lanes take one table (MX: both halves of a
+// block; NV: one block each): step(x, g) moves 16 states on under group g's
+// table and returns their values. All the streams' steps, then all their
+// renormalisations: 2N chains of lookups and multiplies in flight.
+template <unsigned N, class Step>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void decode_wide_rounds_avx512(
+    const Step& step, const std::array<uint8_t, 256>& group, bool nv, WidePart* const* w) {
+    __m512i x[N][2];
+    const uint8_t* p[N];
+    size_t coded = w[0]->coded;
+#pragma GCC unroll 4
+    for (unsigned k = 0; k < N; ++k) {
+        x[k][0] = _mm512_loadu_si512(w[k]->d.x.data());
+        x[k][1] = _mm512_loadu_si512(w[k]->d.x.data() + 16);
+        p[k] = w[k]->d.p;
+        coded = std::min(coded, w[k]->coded);
     }
-    _mm512_storeu_si512(d.x.data(), x0);
-    _mm512_storeu_si512(d.x.data() + 16, x1);
-    d.p = p;
-    return i;
+    const auto room = [&] {
+        bool all = true;
+#pragma GCC unroll 4
+        for (unsigned k = 0; k < N; ++k) all &= w[k]->d.end - p[k] >= 64;
+        return all;
+    };
+    size_t i = w[0]->i;
+    for (; i + 32 <= coded && room(); i += 32) {
+        const size_t blk = nv ? i >> 4 : i >> 5;
+        __m512i v[N][2];
+#pragma GCC unroll 4
+        for (unsigned k = 0; k < N; ++k) {
+            const unsigned g0 = group[w[k]->scales[blk]], g1 = nv ? group[w[k]->scales[blk + 1]] : g0;
+            v[k][0] = step(x[k][0], g0), v[k][1] = step(x[k][1], g1);
+        }
+#pragma GCC unroll 4
+        for (unsigned k = 0; k < N; ++k) {
+            x[k][0] = srans::renormalize16_avx512(x[k][0], p[k]);
+            x[k][1] = srans::renormalize16_avx512(x[k][1], p[k]);
+        }
+#pragma GCC unroll 4
+        for (unsigned k = 0; k < N; ++k) put_round_avx512(w[k]->out.data() + i / 2, v[k][0], v[k][1]);
+    }
+#pragma GCC unroll 4
+    for (unsigned k = 0; k < N; ++k) {
+        _mm512_storeu_si512(w[k]->d.x.data(), x[k][0]);
+        _mm512_storeu_si512(w[k]->d.x.data() + 16, x[k][1]);
+        w[k]->d.p = p[k];
+        w[k]->i = i;
+    }
 }
 
 // A step whose tables are gathered from the slots.
@@ -372,17 +434,18 @@ struct LaneStep {
 
 // The SIMD rounds: with the tables in registers where every table fits
 // (`lanes`, `starts` its buckets' most starts), else gathered.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
+template <unsigned N>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void decode_wide_avx512(
     const uint32_t* slots, const LaneTable* lanes, unsigned starts, unsigned prec, const std::array<uint8_t, 256>& group,
-    const uint8_t* scales, bool nv, srans::DecodeState<kWideLanes>& d, uint8_t* out, size_t coded) {
-    if (!lanes) return decode_wide_rounds_avx512(GatherStep{slots, prec}, group, scales, nv, d, out, coded);
+    bool nv, WidePart* const* w) {
+    if (!lanes) return decode_wide_rounds_avx512<N>(GatherStep{slots, prec}, group, nv, w);
     switch (starts) {
         case 0:
-        case 1: return decode_wide_rounds_avx512(LaneStep<1>{lanes, prec}, group, scales, nv, d, out, coded);
-        case 2: return decode_wide_rounds_avx512(LaneStep<2>{lanes, prec}, group, scales, nv, d, out, coded);
-        case 3: return decode_wide_rounds_avx512(LaneStep<3>{lanes, prec}, group, scales, nv, d, out, coded);
-        case 4: return decode_wide_rounds_avx512(LaneStep<4>{lanes, prec}, group, scales, nv, d, out, coded);
-        default: return decode_wide_rounds_avx512(LaneStep<kMaxBucketStarts>{lanes, prec}, group, scales, nv, d, out, coded);
+        case 1: return decode_wide_rounds_avx512<N>(LaneStep<1>{lanes, prec}, group, nv, w);
+        case 2: return decode_wide_rounds_avx512<N>(LaneStep<2>{lanes, prec}, group, nv, w);
+        case 3: return decode_wide_rounds_avx512<N>(LaneStep<3>{lanes, prec}, group, nv, w);
+        case 4: return decode_wide_rounds_avx512<N>(LaneStep<4>{lanes, prec}, group, nv, w);
+        default: return decode_wide_rounds_avx512<N>(LaneStep<kMaxBucketStarts>{lanes, prec}, group, nv, w);
     }
 }
 
@@ -448,57 +511,163 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint16_t* encode_wide_avx51
 #pragma GCC diagnostic pop
 #endif
 
-// The wide layout: the coded values, SIMD rounds then one by one, then the
-// last values from the final states.
-void decode_wide(std::span<const uint8_t> stream, std::span<const uint8_t> scales, const std::array<uint8_t, 256>& group,
-                 const uint32_t* slots, const LaneTable* lanes, unsigned starts, unsigned prec, Kind kind,
-                 std::span<uint8_t> out) {
-    srans::DecodeState<kWideLanes> d(stream);
-    const size_t values = 2 * out.size();
-    const size_t raw = std::min<size_t>(values, kRawPerState * kWideLanes);
-    const size_t coded = values - raw;
-    const unsigned per_block_shift = kind == Kind::nv ? 4 : 5;  // 16 or 32 values a block
-    size_t i = 0;
-#ifdef PTWM_FP4_WIDE_AVX512
-    if (coded >= 32 && (lanes || has_avx512()))
-        i = decode_wide_avx512(slots, lanes, starts, prec, group, scales.data(), kind == Kind::nv, d, out.data(), coded);
-#endif
-    const uint8_t* p = d.p;
-    const uint32_t mask = (1u << prec) - 1;
-    for (; i < coded; ++i) {
-        const unsigned g = group[scales[i >> per_block_shift]];
-        uint32_t& x = d.x[i % kWideLanes];
+// The tables as a wide stream's decoder takes them.
+struct WideTables {
+    const std::array<uint8_t, 256>& group;
+    const uint32_t* slots;
+    const LaneTable* lanes;  // SIMD with the tables in registers; else slots
+    unsigned starts, prec;
+    Kind kind;
+};
+
+// The rest of a wide stream from value w.i on: its coded values one by
+// one, then the last values from the final states.
+void finish_wide(WidePart& w, const WideTables& t) {
+    const unsigned per_block_shift = t.kind == Kind::nv ? 4 : 5;  // 16 or 32 values a block
+    const uint8_t* p = w.d.p;
+    const uint32_t mask = (1u << t.prec) - 1;
+    for (size_t i = w.i; i < w.coded; ++i) {
+        const unsigned g = t.group[w.scales[i >> per_block_shift]];
+        uint32_t& x = w.d.x[i % kWideLanes];
         unsigned v;
-        if (lanes) {
-            const LaneTable& t = lanes[g];
+        if (t.lanes) {
+            const LaneTable& l = t.lanes[g];
             const uint32_t slot = x & mask;
-            v = symbol_of(t.cum, slot);
-            x = t.freq[v] * (x >> prec) + slot - t.cum[v];
+            v = symbol_of(l.cum, slot);
+            x = l.freq[v] * (x >> t.prec) + slot - l.cum[v];
         } else {
-            const uint32_t e = slots[(size_t{g} << prec) | (x & mask)];
-            x = (e >> 16) * (x >> prec) + ((e >> 4) & 0xFFF);
+            const uint32_t e = t.slots[(size_t{g} << t.prec) | (x & mask)];
+            x = (e >> 16) * (x >> t.prec) + ((e >> 4) & 0xFFF);
             v = e & 15;
         }
-        refill_checked(x, p, d.end);
-        put_value(out.data(), i, v);
+        refill_checked(x, p, w.d.end);
+        put_value(w.out.data(), i, v);
     }
-    if (p != d.end) throw CorruptData("fp4-tables: bytes left after the stream");
+    if (p != w.d.end) throw CorruptData("fp4-tables: bytes left after the stream");
     for (unsigned j = 0; j < kWideLanes; ++j) {
-        const uint32_t x = d.x[j];
+        const uint32_t x = w.d.x[j];
         if (x < kRawBase || x - kRawBase >= (1u << (4 * kRawPerState)))
             throw CorruptData("fp4-tables: stream does not end where it started");
         uint32_t r = x - kRawBase;
         for (unsigned b = 0; b < kRawPerState; ++b, r >>= 4) {
-            const size_t at = coded + kRawPerState * j + b;
-            if (at < values) put_value(out.data(), at, r & 15);
+            const size_t at = w.coded + kRawPerState * j + b;
+            if (at < w.values) put_value(w.out.data(), at, r & 15);
             else if (r & 15) throw CorruptData("fp4-tables: stream does not end where it started");
         }
     }
 }
 
+// The wide layout: the coded values, SIMD rounds then one by one, then the
+// last values from the final states. Split: 2 to kMaxStreams such streams,
+// each over a part of the blocks, whose SIMD rounds are stepped together
+// while all have some.
+void decode_wide(std::span<const uint8_t> stream, std::span<const uint8_t> scales, std::span<uint8_t> out, bool split,
+                 const WideTables& t) {
+    unsigned streams = 1;
+    std::array<uint64_t, kMaxStreams> length{};
+    if (split) {
+        streams = static_cast<unsigned>(std::min<uint64_t>(get_varint(stream, "fp4-tables"), kMaxStreams + 1));
+        if (streams < 2 || streams > kMaxStreams)
+            throw CorruptData("fp4-tables: the split layout has 2 to " + std::to_string(kMaxStreams) + " streams");
+        for (unsigned k = 0; k + 1 < streams; ++k) length[k] = std::min<uint64_t>(get_varint(stream, "fp4-tables"), stream.size() + 1);
+    }
+    uint64_t rest = stream.size();
+    for (unsigned k = 0; k + 1 < streams; ++k) {
+        if (length[k] > rest) throw CorruptData("fp4-tables: a stream runs past the payload");
+        rest -= length[k];
+    }
+    length[streams - 1] = rest;
+    const size_t bb = block_bytes(t.kind);
+    std::vector<WidePart> parts;
+    parts.reserve(streams);
+    for (unsigned k = 0; k < streams; ++k) {
+        const size_t from = part_begin(scales.size(), streams, k), to = part_begin(scales.size(), streams, k + 1);
+        parts.emplace_back(stream.first(length[k]), scales.subspan(from, to - from), out.subspan(from * bb, (to - from) * bb));
+        stream = stream.subspan(length[k]);
+    }
+#ifdef PTWM_FP4_WIDE_AVX512
+    if (t.lanes || has_avx512()) {
+        std::array<WidePart*, kMaxStreams> w{};
+        for (unsigned k = 0; k < streams; ++k) w[k] = &parts[k];
+        const bool nv = t.kind == Kind::nv;
+        const auto rounds = [&]<unsigned N>(WidePart* const* ws) {
+            decode_wide_avx512<N>(t.slots, t.lanes, t.starts, t.prec, t.group, nv, ws);
+        };
+        switch (streams) {
+            case 2: rounds.template operator()<2>(w.data()); break;
+            case 3: rounds.template operator()<3>(w.data()); break;
+            case 4: rounds.template operator()<4>(w.data()); break;
+            default: break;
+        }
+        // Then each stream's own rounds where it has more.
+        for (unsigned k = 0; k < streams; ++k) rounds.template operator()<1>(&w[k]);
+    }
+#endif
+    for (WidePart& w : parts) finish_wide(w, t);
+}
+
 }  // namespace
 
 unsigned block_bytes(Kind k) { return k == Kind::nv ? 8 : 16; }
+
+namespace {
+
+// One wide stream of `blocks` under their `scales`: its final states, then
+// its words, appended to `out`.
+void encode_wide_stream(std::span<const uint8_t> blocks, std::span<const uint8_t> scales, Kind kind,
+                        const std::vector<srans::EncodeSymbol>& sym, const std::array<uint8_t, 256>& group,
+                        std::vector<uint8_t>& out) {
+    const unsigned bb = block_bytes(kind);
+    const srans::EncodeSymbol* const sy = sym.data();
+    // Back to front from states holding the last values; value i on
+    // state i mod 32.
+    const size_t values = 2 * blocks.size();
+    const size_t raw = std::min<size_t>(values, kRawPerState * kWideLanes);
+    const size_t coded = values - raw;
+    std::array<uint32_t, kWideLanes> x;
+    for (unsigned j = 0; j < kWideLanes; ++j) {
+        uint32_t r = 0;
+        for (unsigned b = 0; b < kRawPerState; ++b) {
+            const size_t at = coded + kRawPerState * j + b;
+            if (at < values) r |= value_at(blocks.data(), at) << (4 * b);
+        }
+        x[j] = kRawBase + r;
+    }
+    // One more word a state: a start above 2^16 moves one out at once.
+    srans::EncodeBuffer buf(coded + kWideLanes, kWideLanes);
+    uint8_t* p = buf.cursor();
+    // Block by block: a block's values share a table, and its value j
+    // is on state (first value + j) mod 32 (blocks hold 32 or 16
+    // values, so a block never wraps). The coded values are whole
+    // blocks from 4 KiB on, any tail value by value.
+    const unsigned per_block = 2 * bb;
+    uint16_t* q = reinterpret_cast<uint16_t*>(p);
+    auto put_value_at = [&](size_t at) {
+        srans::put_word(x[at % kWideLanes], q, sy[group[scales[at / per_block]] * kAlphabet + value_at(blocks.data(), at)]);
+    };
+    size_t i = coded;
+    for (; i % kWideLanes; --i) put_value_at(i - 1);
+#ifdef PTWM_FP4_WIDE_AVX512
+    if (has_avx512()) {
+        q = encode_wide_avx512(sym, group, scales.data(), blocks.data(), kind == Kind::nv, i / kWideLanes, x, q);
+        i = 0;
+    }
+#endif
+    for (; i % per_block; --i) put_value_at(i - 1);
+    for (size_t b = i / per_block; b-- > 0;) {
+        const srans::EncodeSymbol* t = sy + group[scales[b]] * kAlphabet;
+        uint32_t* lane = x.data() + (b * per_block) % kWideLanes;
+        const uint8_t* v = blocks.data() + b * bb;
+        for (unsigned k = bb; k-- > 0;) {
+            srans::put_word(lane[2 * k + 1], q, t[v[k] >> 4]);
+            srans::put_word(lane[2 * k], q, t[v[k] & 15]);
+        }
+    }
+    buf.cursor() = reinterpret_cast<uint8_t*>(q);
+    buf.finish(x, out);
+}
+
+}  // namespace
 
 std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uint8_t> scales, Kind kind) {
     const unsigned bb = block_bytes(kind);
@@ -531,7 +700,9 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
     }
 
     const bool wide = blocks.size() >= kWideMinBytes;
-    std::vector<uint8_t> out = {static_cast<uint8_t>(static_cast<uint8_t>(kind) | (wide ? kWideFlag : 0)), grouping.base,
+    const bool split = wide && blocks.size() >= g_split_min.load(std::memory_order_relaxed);
+    std::vector<uint8_t> out = {static_cast<uint8_t>(static_cast<uint8_t>(kind) | (wide ? kWideFlag : 0) | (split ? kSplitFlag : 0)),
+                                grouping.base,
                                 grouping.groups, static_cast<uint8_t>(prec)};
     {
         srans::BitWriter w(out);
@@ -546,56 +717,26 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
     }
     const auto group = group_table(kind, grouping);
 
-    const srans::EncodeSymbol* const sy = sym.data();
-    if (wide) {
-        // Back to front from states holding the last values; value i on
-        // state i mod 32.
-        const size_t values = 2 * blocks.size();
-        const size_t raw = std::min<size_t>(values, kRawPerState * kWideLanes);
-        const size_t coded = values - raw;
-        std::array<uint32_t, kWideLanes> x;
-        for (unsigned j = 0; j < kWideLanes; ++j) {
-            uint32_t r = 0;
-            for (unsigned b = 0; b < kRawPerState; ++b) {
-                const size_t at = coded + kRawPerState * j + b;
-                if (at < values) r |= value_at(blocks.data(), at) << (4 * b);
-            }
-            x[j] = kRawBase + r;
+    if (split) {
+        // The stream count, the lengths of all streams but the last, the streams.
+        const size_t split_min = g_split_min.load(std::memory_order_relaxed);
+        const unsigned streams = blocks.size() >= 4 * split_min ? 4 : 2;
+        put_varint(out, streams);
+        std::vector<std::vector<uint8_t>> part(streams);
+        for (unsigned k = 0; k < streams; ++k) {
+            const size_t from = part_begin(scales.size(), streams, k), to = part_begin(scales.size(), streams, k + 1);
+            encode_wide_stream(blocks.subspan(from * bb, (to - from) * bb), scales.subspan(from, to - from), kind, sym, group,
+                               part[k]);
+            if (k + 1 < streams) put_varint(out, part[k].size());
         }
-        // One more word a state: a start above 2^16 moves one out at once.
-        srans::EncodeBuffer buf(coded + kWideLanes, kWideLanes);
-        uint8_t* p = buf.cursor();
-        // Block by block: a block's values share a table, and its value j
-        // is on state (first value + j) mod 32 (blocks hold 32 or 16
-        // values, so a block never wraps). The coded values are whole
-        // blocks from 4 KiB on, any tail value by value.
-        const unsigned per_block = 2 * bb;
-        uint16_t* q = reinterpret_cast<uint16_t*>(p);
-        auto put_value_at = [&](size_t at) {
-            srans::put_word(x[at % kWideLanes], q, sy[group[scales[at / per_block]] * kAlphabet + value_at(blocks.data(), at)]);
-        };
-        size_t i = coded;
-        for (; i % kWideLanes; --i) put_value_at(i - 1);
-#ifdef PTWM_FP4_WIDE_AVX512
-        if (has_avx512()) {
-            q = encode_wide_avx512(sym, group, scales.data(), blocks.data(), kind == Kind::nv, i / kWideLanes, x, q);
-            i = 0;
-        }
-#endif
-        for (; i % per_block; --i) put_value_at(i - 1);
-        for (size_t b = i / per_block; b-- > 0;) {
-            const srans::EncodeSymbol* t = sy + group[scales[b]] * kAlphabet;
-            uint32_t* lane = x.data() + (b * per_block) % kWideLanes;
-            const uint8_t* v = blocks.data() + b * bb;
-            for (unsigned k = bb; k-- > 0;) {
-                srans::put_word(lane[2 * k + 1], q, t[v[k] >> 4]);
-                srans::put_word(lane[2 * k], q, t[v[k] & 15]);
-            }
-        }
-        buf.cursor() = reinterpret_cast<uint8_t*>(q);
-        buf.finish(x, out);
+        for (const auto& p : part) out.insert(out.end(), p.begin(), p.end());
         return out;
     }
+    if (wide) {
+        encode_wide_stream(blocks, scales, kind, sym, group, out);
+        return out;
+    }
+    const srans::EncodeSymbol* const sy = sym.data();
     // Back to front. A block's value i (low nibble of byte i / 2 first)
     // is on state i mod 4; blocks hold a multiple of four values.
     srans::EncodeBuffer buf(2 * blocks.size() + 2 * srans::kLanes);
@@ -621,9 +762,10 @@ namespace {
 
 void decode_payload(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<const uint8_t> scales) {
     if (payload.size() < kHeaderBytes) throw CorruptData("fp4-tables: payload shorter than its header");
-    if (payload[0] & ~(1u | kWideFlag)) throw CorruptData("fp4-tables: unknown flags " + std::to_string(payload[0]));
+    if (payload[0] & ~(1u | kWideFlag | kSplitFlag)) throw CorruptData("fp4-tables: unknown flags " + std::to_string(payload[0]));
     const Kind kind = static_cast<Kind>(payload[0] & 1);
-    const bool wide = payload[0] & kWideFlag;
+    const bool wide = payload[0] & kWideFlag, split = payload[0] & kSplitFlag;
+    if (split && !wide) throw CorruptData("fp4-tables: the split layout without the wide one");
     const Grouping grouping{payload[1], payload[2]};
     const unsigned prec = payload[3];
     if (grouping.groups < 1 || grouping.groups > kMaxGroups) throw CorruptData("fp4-tables: bad group count");
@@ -660,7 +802,7 @@ void decode_payload(std::span<const uint8_t> payload, std::span<uint8_t> out, st
     const uint32_t* const slots = t_slots.data();
     const auto stream = payload.subspan(kHeaderBytes + r.bytes_used());
     if (wide) {
-        decode_wide(stream, scales, group, slots, by_lanes ? lanes.data() : nullptr, starts, prec, kind, out);
+        decode_wide(stream, scales, out, split, WideTables{group, slots, by_lanes ? lanes.data() : nullptr, starts, prec, kind});
         return;
     }
     srans::DecodeState<> d(stream);
@@ -688,5 +830,7 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<
 void allow_simd(bool allowed) { g_simd_allowed.store(allowed ? 2 : 0, std::memory_order_relaxed); }
 
 void allow_lane_tables(bool allowed) { g_lane_tables_allowed.store(allowed, std::memory_order_relaxed); }
+
+void split_from(size_t bytes) { g_split_min.store(bytes ? bytes : kSplitMinBytes, std::memory_order_relaxed); }
 
 }  // namespace ptwm::fp4tables
