@@ -569,7 +569,7 @@ void decode_wide(std::span<const uint8_t> stream, std::span<const uint8_t> scale
         streams = static_cast<unsigned>(std::min<uint64_t>(get_varint(stream, "fp4-tables"), kMaxStreams + 1));
         if (streams < 2 || streams > kMaxStreams)
             throw CorruptData("fp4-tables: the split layout has 2 to " + std::to_string(kMaxStreams) + " streams");
-        for (unsigned k = 0; k + 1 < streams; ++k) length[k] = std::min<uint64_t>(get_varint(stream, "fp4-tables"), stream.size() + 1);
+        for (unsigned k = 0; k + 1 < streams; ++k) length[k] = get_varint(stream, "fp4-tables");
     }
     uint64_t rest = stream.size();
     for (unsigned k = 0; k + 1 < streams; ++k) {
@@ -701,9 +701,8 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
 
     const bool wide = blocks.size() >= kWideMinBytes;
     const bool split = wide && blocks.size() >= g_split_min.load(std::memory_order_relaxed);
-    std::vector<uint8_t> out = {static_cast<uint8_t>(static_cast<uint8_t>(kind) | (wide ? kWideFlag : 0) | (split ? kSplitFlag : 0)),
-                                grouping.base,
-                                grouping.groups, static_cast<uint8_t>(prec)};
+    const auto flags = static_cast<uint8_t>(static_cast<uint8_t>(kind) | (wide ? kWideFlag : 0) | (split ? kSplitFlag : 0));
+    std::vector<uint8_t> out = {flags, grouping.base, grouping.groups, static_cast<uint8_t>(prec)};
     {
         srans::BitWriter w(out);
         for (const srans::Table& t : tables) srans::write_table(w, t);
