@@ -201,6 +201,45 @@ TEST(Fp4, MxStoreRoundTripsAndBeatsTheUngroupedStream) {
     }
 }
 
+// Every chunk of a paired FP4 tensor takes fp4-tables, but a small one is
+// also coded as a stream and the smaller kept: constant blocks code to a
+// byte or so as a stream, to some 20 under tables. Such a chunk names no
+// scale tensor in the index, and the store reads back whole.
+TEST(Fp4, SmallChunksOfConstantBlocksComeOutAsAStream) {
+    TempDir dir;
+    const auto a = make_mx(5001, 16, 4);
+    const std::vector<uint8_t> flat(100 * 16, 0x11), flat_scales(100, 120);
+    const auto file = test::make_safetensors({
+        {"a.blocks", "U8", {5001, 16}, a.blocks},
+        {"a.scales", "U8", {5001}, a.scales},
+        {"flat.blocks", "U8", {100, 16}, flat},
+        {"flat.scales", "U8", {100}, flat_scales},
+    });
+    test::write_file(dir / "m.safetensors", file);
+    pack_file(dir / "m.safetensors", dir / "m.ptwm", {});
+    const auto store = StoreReader::open(dir / "m.ptwm");
+    std::vector<uint8_t> back(store->original_size());
+    store->read(0, back);
+    EXPECT_EQ(back, file);
+    bool saw_flat = false, saw_a = false;
+    for (size_t i = 0; i < store->chunk_count(); ++i) {
+        const auto& e = store->chunk(i);
+        const auto& tensor = store->header().tensors[e.tensor].name;
+        if (tensor == "flat.blocks") {
+            saw_flat = true;
+            EXPECT_EQ(e.decomposition, Decomposition::stream);
+            EXPECT_EQ(e.scale_tensor, kNoTensor);
+            EXPECT_LE(e.stored_length(), 8u);
+        }
+        if (tensor == "a.blocks") {
+            saw_a = true;
+            EXPECT_EQ(e.decomposition, Decomposition::fp4_mx_tabled);
+            EXPECT_NE(e.scale_tensor, kNoTensor);
+        }
+    }
+    EXPECT_TRUE(saw_flat && saw_a);
+}
+
 // A thread keeps the scale chunk it decoded last for the grouped chunks
 // after it. Two stores alike in layout (the same tensors, chunk numbers and
 // scale chunks) but not in bytes, read chunk by chunk in turn on one thread,

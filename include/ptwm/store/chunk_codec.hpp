@@ -40,10 +40,9 @@ TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset, bool bloc
 std::vector<Decomposition> viable_candidates(std::span<const Decomposition> candidates);
 
 // The decomposition among `candidates` whose planes have the smallest summed
-// order-0 bound on `sample` (a prefix of the tensor's bytes; `scales` the
-// block scales of that prefix, for grouped candidates).
-Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample,
-                                   std::span<const uint8_t> scales = {});
+// order-0 bound on `sample` (a prefix of the tensor's bytes). (FP4 tensors
+// with block scales are not chosen for: they take fp4-tables.)
+Decomposition choose_decomposition(std::span<const Decomposition> candidates, std::span<const uint8_t> sample);
 
 // The planes a chunk's original bytes split into under the entry's
 // decomposition, as fresh buffers (inspection and entropy bounds).

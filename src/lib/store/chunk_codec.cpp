@@ -5,7 +5,6 @@
 #include <array>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <vector>
 
 #include "ptwm/base/checksum.hpp"
@@ -14,6 +13,9 @@
 
 namespace ptwm {
 namespace {
+
+// FP4 chunks of blocks below this size try the stream too (encode_chunk).
+constexpr size_t kFp4StreamTryMax = 4096;
 
 // Per-thread plane buffers: a chunk is decoded on one thread from start to
 // end, and reusing the buffers keeps allocation out of the read path.
@@ -113,6 +115,17 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
         EncodedChunk whole = encode_chunk(bytes, Decomposition::stream, opt, {}, where);
         if (whole.payload.size() < out.payload.size()) return whole;
     }
+    // FP4 chunks of blocks take fp4-tables (the writer does not sample
+    // them); a small one is also coded as a stream, and the smaller kept:
+    // its tables and states weigh most there, and constant blocks or
+    // repeated rows (a strided slice's blocks, a constant folded into FP4)
+    // code to a few bytes as a stream, to 23-900 under the tables. From 4 KiB
+    // (the wide layout) the stream never won on the corpus's and derived
+    // FP4 files, and trying it there cost as much as the choice did.
+    if ((d == Decomposition::fp4_mx_tabled || d == Decomposition::fp4_nv_tabled) && bytes.size() < kFp4StreamTryMax) {
+        EncodedChunk whole = encode_chunk(bytes, Decomposition::stream, opt, {}, where);
+        if (whole.payload.size() < out.payload.size()) return whole;
+    }
     // Likewise MXFP4 blocks against the FP4 context model.
     if ((d == Decomposition::fp4_mx_grouped || d == Decomposition::fp4_mx_tabled) && opt.level >= kContextModelLevel &&
         bytes.size() <= kMaxModelledChunkBytes) {
@@ -178,120 +191,16 @@ std::vector<std::vector<uint8_t>> chunk_planes(const ChunkEntry& e, std::span<co
 
 namespace {
 
-// choose_decomposition's order-0 sums, counted from histograms of the input
-// bytes (or words) where each plane byte is a function of them, instead of
-// splitting the sample four ways and counting each plane: plan_chunks ran
-// through every FP4 tensor five times that way. The sums are the ones the
-// split planes give, added in the same order. (Nibble splits never get
-// here beside whole bytes; alone they go through split_bits.)
-class PlaneBitCounter {
-public:
-    explicit PlaneBitCounter(std::span<const uint8_t> sample) : sample_(sample) {}
-
-    // Order-0 bits of the planes of `bytes` (a prefix of the sample) under
-    // `d`, summed over the planes in their order.
-    double bits(Decomposition d, std::span<const uint8_t> bytes, std::span<const uint8_t> scales, uint8_t base) {
-        switch (d) {
-            case Decomposition::stream:
-                if (bytes.size() == sample_.size()) return order0_bits(whole());
-                break;
-            case Decomposition::fp4_sign_magnitude:
-                if (bytes.size() == sample_.size()) return sign_bits(bytes) + magnitude_bits();
-                break;
-            case Decomposition::fp4_mx_grouped:
-            case Decomposition::fp4_nv_grouped: return grouped_bits(d, bytes, scales, base);
-            default: break;
-        }
-        return split_bits(d, bytes, scales, base);
-    }
-
-private:
-    const Histogram& whole() {
-        if (!whole_) {
-            whole_.emplace();
-            add_to_histogram(sample_, *whole_);
-        }
-        return *whole_;
-    }
-
-    // The sign plane packs the bits 3 and 7 of four bytes into one, byte k's
-    // at bits 2k and 2k + 1: gathered from a little-endian word by shifts,
-    // eight bytes (two sign bytes) a step, counted in two tables so that
-    // equal neighbours do not wait on each other's increment.
-    static double sign_bits(std::span<const uint8_t> bytes) {
-        std::array<std::array<uint32_t, 256>, 2> part{};
-        auto gather = [](uint64_t x) {
-            x = (x >> 3) & 0x1111111111111111u;  // byte k's bits 3, 7 at 8k, 8k + 4
-            x = (x | x >> 3) & 0x0303030303030303u;  // ... at 8k, 8k + 1
-            x = (x | x >> 6) & 0x000F000F000F000Fu;  // pairs of bytes: 4 bits a 16-bit lane
-            return (x | x >> 12) & 0x000000FF000000FFu;  // four bytes: a sign byte a 32-bit lane
-        };
-        size_t j = 0;
-        for (; j + 8 <= bytes.size(); j += 8) {
-            uint64_t x;
-            std::memcpy(&x, bytes.data() + j, 8);
-            x = gather(x);
-            ++part[0][x & 0xFF], ++part[1][x >> 32];
-        }
-        Histogram h{};
-        for (unsigned v = 0; v < 256; ++v) h[v] = uint64_t{part[0][v]} + part[1][v];
-        for (; j < bytes.size(); j += 4) {
-            uint32_t x = 0;
-            for (unsigned k = 0; k < 4 && j + k < bytes.size(); ++k)
-                x |= static_cast<uint32_t>((bytes[j + k] >> 3 & 1) | (bytes[j + k] >> 6 & 2)) << (2 * k);
-            ++h[x];
-        }
-        return order0_bits(h);
-    }
-
-    // The magnitude plane byte is a function of the input byte.
-    double magnitude_bits() {
-        Histogram h{};
-        const Histogram& w = whole();
-        for (unsigned v = 0; v < 256; ++v) h[(v & 7) | ((v >> 4 & 7) << 3)] += w[v];
-        return order0_bits(h);
-    }
-
-    // A group plane holds both nibbles of its blocks' bytes, one a byte.
-    double grouped_bits(Decomposition d, std::span<const uint8_t> bytes, std::span<const uint8_t> scales, uint8_t base) {
-        std::array<Histogram, kMaxPlanes> per_group{};
-        add_group_byte_histograms(d, bytes, scales, base, per_group);
-        if (!whole_ && bytes.data() == sample_.data()) {
-            // The same counts make the stream's histogram, with the tail the
-            // blocks leave.
-            whole_.emplace();
-            for (const Histogram& g : per_group)
-                for (unsigned v = 0; v < 256; ++v) (*whole_)[v] += g[v];
-            add_to_histogram(sample_.subspan(std::min(sample_.size(), scales.size() * block_bytes(d))), *whole_);
-        }
-        double bits = 0;
-        for (const Histogram& g : per_group) {
-            // Byte v = 16 hi + lo counts once for nibble lo and once for hi:
-            // rows and row sums, which vectorise (a scatter by v & 15 did
-            // not), and groups without blocks are skipped.
-            Histogram nibbles{};
-            uint64_t any = 0;
-            for (unsigned hi = 0; hi < 16; ++hi) {
-                uint64_t row = 0;
-                for (unsigned lo = 0; lo < 16; ++lo) nibbles[lo] += g[16 * hi + lo], row += g[16 * hi + lo];
-                nibbles[hi] += row, any |= row;
-            }
-            if (any) bits += order0_bits(nibbles);
-        }
-        return bits;
-    }
-
-    static double split_bits(Decomposition d, std::span<const uint8_t> bytes, std::span<const uint8_t> scales, uint8_t base) {
-        const PlaneLayout l = layout(d, bytes.size(), scales, base);
-        const auto planes = split_to_scratch(d, bytes, l, scales, base);
-        double bits = 0;
-        for (unsigned p = 0; p < l.count; ++p) bits += order0_bits({planes[p], l.length[p]});
-        return bits;
-    }
-
-    std::span<const uint8_t> sample_;
-    std::optional<Histogram> whole_;
-};
+// The order-0 bits of the planes of `bytes` under `d`, summed over the
+// planes in their order.
+double plane_bits(Decomposition d, std::span<const uint8_t> bytes) {
+    if (d == Decomposition::stream) return order0_bits(bytes);
+    const PlaneLayout l = layout(d, bytes.size(), {}, 0);
+    const auto planes = split_to_scratch(d, bytes, l, {}, 0);
+    double bits = 0;
+    for (unsigned p = 0; p < l.count; ++p) bits += order0_bits({planes[p], l.length[p]});
+    return bits;
+}
 
 }  // namespace
 
@@ -307,34 +216,17 @@ std::vector<Decomposition> viable_candidates(std::span<const Decomposition> cand
     return out;
 }
 
-Decomposition choose_decomposition(std::span<const Decomposition> all, std::span<const uint8_t> sample,
-                                   std::span<const uint8_t> scales) {
+Decomposition choose_decomposition(std::span<const Decomposition> all, std::span<const uint8_t> sample) {
     const std::vector<Decomposition> candidates = viable_candidates(all);
     if (candidates.size() == 1) return candidates.front();
-    PlaneBitCounter counter(sample);
-    auto bits_of = [&](Decomposition d) {
-        size_t n = sample.size() - sample.size() % element_bytes(d);
-        std::span<const uint8_t> sc;
-        if (is_grouped(d)) {
-            n = std::min<size_t>(n / block_bytes(d), scales.size()) * block_bytes(d);
-            sc = scales.first(n / block_bytes(d));
-        }
-        const uint8_t base = is_grouped(d) ? group_base(d, sc) : 0;
-        return counter.bits(d, sample.first(n), sc, base) * static_cast<double>(sample.size()) /
-               static_cast<double>(std::max<size_t>(n, 1));
-    };
-    // Grouped candidates first: their per-group byte histograms add up to
-    // the stream's (and the FP4 magnitudes'), which then cost no pass of
-    // their own. The choice still goes through the candidates in order.
-    std::vector<double> bits(candidates.size());
-    for (size_t k = 0; k < candidates.size(); ++k)
-        if (is_grouped(candidates[k])) bits[k] = bits_of(candidates[k]);
-    for (size_t k = 0; k < candidates.size(); ++k)
-        if (!is_grouped(candidates[k])) bits[k] = bits_of(candidates[k]);
     Decomposition best = candidates.front();
     double best_bits = std::numeric_limits<double>::infinity();
-    for (size_t k = 0; k < candidates.size(); ++k)
-        if (bits[k] < best_bits) best_bits = bits[k], best = candidates[k];
+    for (Decomposition d : candidates) {
+        const size_t n = sample.size() - sample.size() % element_bytes(d);
+        const double bits =
+            plane_bits(d, sample.first(n)) * static_cast<double>(sample.size()) / static_cast<double>(std::max<size_t>(n, 1));
+        if (bits < best_bits) best_bits = bits, best = d;
+    }
     return best;
 }
 

@@ -35,17 +35,19 @@ constexpr size_t kMaxChunksPerThread = 256;
 // FP8's 6 ms pack: page faults and the copy from the page cache).
 constexpr uint64_t kFirstBatchBytesPerThread = 64u << 10;
 
-// Packed FP4 tries these besides its dtype's own candidates once its scale
-// tensor is known: the seed's "chain selected per tensor".
-constexpr Decomposition kFp4Chains[] = {Decomposition::stream, Decomposition::nibble_split,
-                                        Decomposition::fp4_sign_magnitude};
-
 // FP4 tensors code their blocks as one fp4-tables stream (decompositions
 // 13, 14), not as one rANS plane per scale group (10, 11, which stores of
 // earlier writers hold): every group plane paid htscodecs' states and table
 // (some 40 bytes a 4-state plane, 130 a 32-state one), which on the corpus's
 // FP4 files (tensors of 1-110 KiB) cost as much as the grouping saved, and
 // the stream decodes faster than the planes and their merge.
+// Every chunk of a tensor with block scales takes them: the writer no
+// longer picks among the stream, the nibble and sign / magnitude splits and
+// the scale groups by their planes' order-0 bounds on a sample, which
+// cannot see fp4-tables' table costs (they picked worse on 1-2% of the
+// corpus's FP4 tensors: posenet MXFP4 0.47% larger) and took a tenth of an
+// FP4 file's pack time. Small chunks, where a stream (constant blocks,
+// repeated rows) can code smaller, get both (see encode_chunk).
 
 Decomposition tabled(Decomposition grouped) {
     if (grouped == Decomposition::fp4_mx_grouped) return Decomposition::fp4_mx_tabled;
@@ -75,22 +77,16 @@ std::vector<PlannedChunk> plan_chunks(const SafetensorsHeader& h, uint32_t chunk
     for (uint32_t t = 0; t < h.tensors.size(); ++t) {
         const TensorInfo& info = h.tensors[t];
         if (info.size() == 0) continue;
-        std::vector<Decomposition> candidates = viable_candidates(dtype_info(info.dtype).candidates);
+        const std::vector<Decomposition> candidates = viable_candidates(dtype_info(info.dtype).candidates);
         const auto& pair = pairs[t];
-        std::vector<uint8_t> scales;
-        if (pair) {
-            candidates.assign(std::begin(kFp4Chains), std::end(kFp4Chains));
-            candidates.push_back(pair->decomposition);
-            scales.resize(std::min<uint64_t>(info.size(), kChooseSampleBytes) / block_bytes(pair->decomposition));
-            read(h.tensors[pair->scale_tensor].begin, scales);
-        }
         Decomposition d = candidates.front();
-        if (candidates.size() > 1) {
+        if (pair) {
+            d = tabled(pair->decomposition);
+        } else if (candidates.size() > 1) {
             sample.resize(std::min<uint64_t>(info.size(), kChooseSampleBytes));
             read(info.begin, sample);
-            d = choose_decomposition(candidates, sample, scales);
+            d = choose_decomposition(candidates, sample);
         }
-        d = tabled(d);
         const uint32_t unit = element_bytes(d);
         const uint32_t step = std::max(unit, chunk_bytes - chunk_bytes % unit);
         for (uint64_t at = info.begin; at < info.end; at += step) {
@@ -185,7 +181,8 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
             ChunkEntry& e = b.encoded[i].entry;
             e.original_offset = plan[b.first + i].offset;
             e.tensor = plan[b.first + i].tensor;
-            e.scale_tensor = plan[b.first + i].scale_tensor;
+            // (A small FP4 chunk may have come out as a stream: no scales.)
+            e.scale_tensor = is_grouped(e.decomposition) ? plan[b.first + i].scale_tensor : kNoTensor;
             e.stored_offset = stored_at;
             stored_at += b.encoded[i].payload.size();
             encode_chunk_entry(e, std::span<uint8_t, kChunkEntryBytes>(index.data() + (b.first + i) * kChunkEntryBytes,
