@@ -82,6 +82,14 @@ std::vector<uint8_t> small_ints(size_t n, unsigned spread) {  // low-entropy byt
     for (auto& x : b) x = static_cast<uint8_t>(0x30 + dist(rng));
     return b;
 }
+// Packed E2M1 values as quantised weights have them: small magnitudes
+// most often, either sign (so fp4-tables beats coding the bytes whole).
+std::vector<uint8_t> fp4_values(size_t n) {
+    std::binomial_distribution<unsigned> mag(7, 0.25);
+    std::vector<uint8_t> b(n);
+    for (auto& x : b) x = static_cast<uint8_t>(mag(rng) | (rng() & 8) | (mag(rng) | (rng() & 8)) << 4);
+    return b;
+}
 std::vector<uint8_t> random_bytes(size_t n) {
     std::vector<uint8_t> b(n);
     for (auto& x : b) x = static_cast<uint8_t>(rng());
@@ -271,24 +279,26 @@ int main(int argc, char** argv) {
         ptwm::Decomposition d;
         std::vector<uint8_t> bytes, block_scales;
         int level;
-        bool split = false;  // fp4-tables' split layout (from 64 KiB; here from 2, four streams from 8)
+        unsigned split = 0;  // fp4-tables' split layout: streams (from 64 KiB; here from 2 KiB)
     };
     const std::vector<Grouped> grouped = {
         {"fp4_mx_grouped", ptwm::Decomposition::fp4_mx_grouped, random_bytes(2048), scales(128), 3},
         {"fp4_nv_grouped", ptwm::Decomposition::fp4_nv_grouped, random_bytes(2048), small_ints(256, 12), 3},
         {"fp4_mx_modelled", ptwm::Decomposition::fp4_mx_modelled, random_bytes(960), fp4_scales, 9},
-        {"fp4_mx_tabled", ptwm::Decomposition::fp4_mx_tabled, random_bytes(2048), scales(128), 3},
-        {"fp4_nv_tabled", ptwm::Decomposition::fp4_nv_tabled, random_bytes(2048), small_ints(256, 12), 3},
+        // (Chunks under 4 KiB are also coded as a stream, and kept as one
+        // where that is smaller: these hold values fp4-tables codes smaller.)
+        {"fp4_mx_tabled", ptwm::Decomposition::fp4_mx_tabled, fp4_values(2048), scales(128), 3},
+        {"fp4_nv_tabled", ptwm::Decomposition::fp4_nv_tabled, fp4_values(2048), small_ints(256, 12), 3},
         // From 4 KiB: the wide layout (32 states holding the last values).
         {"fp4_mx_tabled_wide", ptwm::Decomposition::fp4_mx_tabled, random_bytes(4096), scales(256), 3},
         {"fp4_nv_tabled_wide", ptwm::Decomposition::fp4_nv_tabled, random_bytes(4096), small_ints(512, 12), 3},
         // Wide streams over parts of the blocks: four (MX), two (NV).
-        {"fp4_mx_tabled_split", ptwm::Decomposition::fp4_mx_tabled, random_bytes(8192), scales(512), 3, true},
-        {"fp4_nv_tabled_split", ptwm::Decomposition::fp4_nv_tabled, random_bytes(4096), small_ints(512, 12), 3, true},
+        {"fp4_mx_tabled_split", ptwm::Decomposition::fp4_mx_tabled, random_bytes(8192), scales(512), 3, 4},
+        {"fp4_nv_tabled_split", ptwm::Decomposition::fp4_nv_tabled, random_bytes(4096), small_ints(512, 12), 3, 2},
     };
     for (const auto& g : grouped) {
         const std::vector<uint64_t> shape = {40, 64};
-        ptwm::fp4tables::split_from(g.split ? 2048 : 0);
+        ptwm::fp4tables::split_from(g.split ? 2048 : 0, g.split);
         const auto chunk = ptwm::encode_chunk(g.bytes, g.d, {g.level}, g.block_scales, {shape, 0, std::nullopt, {}});
         ptwm::fp4tables::split_from(0);
         write_plane_seed(out + "/planes/" + g.name, chunk.entry, chunk.payload, 0, 4, g.block_scales);

@@ -58,16 +58,16 @@ TEST(Fp4Tables, RoundTripsAnyBlockCount) {
 // 224 values; AVX-512 codes and decodes them 32 values at a time and other
 // CPUs one by one. Both must write the same bytes and give every byte back,
 // whole rounds or not.
-// From 64 KiB the blocks are two such streams, from 256 KiB four (here,
-// with split_from, from 4 and 16 KiB too), each over a part of the blocks,
-// which the SIMD decoder steps together: the same again.
+// From 64 KiB the blocks are two such streams (here, with split_from, also
+// from 4 KiB, and four or three), each over a part of the blocks, which the
+// SIMD decoder steps together: the same again.
 TEST(Fp4Tables, WideLayoutRoundTripsWithAndWithoutSimd) {
-    for (size_t split_min : {size_t{0}, size_t{4096}})
+    for (const auto& [split_min, streams] : {std::pair{size_t{0}, 2u}, std::pair{size_t{4096}, 4u}, std::pair{size_t{4096}, 3u}})
     for (auto kind : kKinds)
         for (size_t n : {size_t{257}, size_t{513}, size_t{1001}, size_t{4099}, size_t{8193}}) {
             const Blocks m = make_blocks(kind, n, static_cast<uint32_t>(n));
             if (m.blocks.size() < 4096) continue;
-            fp4tables::split_from(split_min);
+            fp4tables::split_from(split_min, streams);
             const auto payload = fp4tables::encode(m.blocks, m.scales, kind);
             const size_t from = split_min ? split_min : 65536;
             ASSERT_EQ(payload[0] & 2, 2) << "the wide layout from 4 KiB";

@@ -53,15 +53,18 @@ constexpr size_t kWideMinBytes = 4096;
 // all but the last (varints). One stream's 32 states are two chains of 16
 // a round, and a round waits on its table lookups and multiplies (six more
 // chains in the same loop cost no more time): the decoder steps the
-// streams together. A stream's states cost some 40 bytes: writers take two
-// streams from 64 KiB of blocks (at most 0.06% of them) and four from
-// 256 KiB, whole default chunks (0.05%). On a [2880, 5760] MXFP4 tensor in
-// memory, one thread: 0.9 GB/s with one stream, 1.15 with two, 1.18 with
-// four (the loop is then bound by its permutes, not its chains).
+// streams together. A stream's states cost some 50 bytes, so writers take
+// two streams from 64 KiB of blocks (at most 0.08% of them). On a
+// [2880, 5760] MXFP4 tensor in memory, one thread: 0.9 GB/s with one
+// stream, 1.15 with two; four measured -4% to +8% against two (the loop is
+// then bound by its permutes, not its chains) and took a synthetic NVFP4
+// tensor of that shape, whose values code only 0.05% below their order-0
+// bound, above it. The decoder takes any K up to kMaxStreams.
 constexpr uint8_t kSplitFlag = 4;
 constexpr unsigned kMaxStreams = 4;
 constexpr size_t kSplitMinBytes = 64u << 10;
-// Tests and fuzz seeds move it (split_from); four streams from four times it.
+// Tests and fuzz seeds move them (split_from).
+std::atomic<unsigned> g_split_streams{2};
 std::atomic<size_t> g_split_min{kSplitMinBytes};
 
 // The first block of part k of K over m blocks.
@@ -718,8 +721,7 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
 
     if (split) {
         // The stream count, the lengths of all streams but the last, the streams.
-        const size_t split_min = g_split_min.load(std::memory_order_relaxed);
-        const unsigned streams = blocks.size() >= 4 * split_min ? 4 : 2;
+        const unsigned streams = g_split_streams.load(std::memory_order_relaxed);
         put_varint(out, streams);
         std::vector<std::vector<uint8_t>> part(streams);
         for (unsigned k = 0; k < streams; ++k) {
@@ -830,6 +832,9 @@ void allow_simd(bool allowed) { g_simd_allowed.store(allowed ? 2 : 0, std::memor
 
 void allow_lane_tables(bool allowed) { g_lane_tables_allowed.store(allowed, std::memory_order_relaxed); }
 
-void split_from(size_t bytes) { g_split_min.store(bytes ? bytes : kSplitMinBytes, std::memory_order_relaxed); }
+void split_from(size_t bytes, unsigned streams) {
+    g_split_min.store(bytes ? bytes : kSplitMinBytes, std::memory_order_relaxed);
+    g_split_streams.store(bytes ? std::clamp(streams, 2u, kMaxStreams) : 2, std::memory_order_relaxed);
+}
 
 }  // namespace ptwm::fp4tables

@@ -14,8 +14,8 @@
 // 4 KiB 32 that start from the chunk's last values (the wide layout, coded
 // and decoded 32 values a round with AVX-512; the decoder holds each
 // table's symbol starts in registers, not gathered from 2^prec slots), and
-// from 64 KiB two (from 256 KiB four) such streams over parts of the blocks,
-// which the decoder steps together (the split layout: more chains in flight).
+// from 64 KiB two such streams over halves of the blocks, which the decoder
+// steps together (the split layout: twice the chains in flight).
 // There is no split or merge: the decoder writes the packed bytes directly.
 //
 // The grouping is searched per chunk and recorded: a block's group is its
@@ -51,9 +51,9 @@ void allow_simd(bool allowed);
 // only, as for tables whose buckets hold too many symbol starts (default:
 // the tables in registers where they fit).
 void allow_lane_tables(bool allowed);
-// Tests and fuzz seeds: the split layout (two streams from 64 KiB of
-// blocks, four from 256 KiB) from this many bytes of wide blocks (four
-// streams from four times it); 0: back to the default.
-void split_from(size_t bytes);
+// Tests and fuzz seeds: the split layout (two streams, from 64 KiB of
+// blocks) from this many bytes of wide blocks, with this many streams
+// (2 to 4); 0 bytes: back to the default.
+void split_from(size_t bytes, unsigned streams = 2);
 
 }  // namespace ptwm::fp4tables
