@@ -1,7 +1,6 @@
 #include "ptwm/planes/fp4_groups.hpp"
 
 #include <algorithm>
-#include <vector>
 
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -89,22 +88,16 @@ std::array<size_t, kMaxPlanes> group_plane_lengths(Decomposition d, std::span<co
 
 void add_group_byte_histograms(Decomposition d, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
                                std::span<std::array<uint64_t, 256>, kMaxPlanes> per_group) {
-    const unsigned bb = block_bytes(d);  // 8 or 16: whole steps of 4 below
+    const unsigned bb = block_bytes(d);  // 8 or 16: whole steps of 8 below
     const auto group = group_table(d, base);
-    // Four tables a group, byte k of a block in table k mod 4, so that equal
-    // neighbouring bytes do not wait on each other's increment (the chains
-    // of a single table were half of this count); 32-bit, as a chunk holds
-    // at most 2^28 blocks.
-    thread_local std::vector<std::array<uint32_t, 256>> part;
-    part.assign(4 * kMaxPlanes, {});
     for (size_t b = 0; b < scales.size(); ++b) {
-        std::array<uint32_t, 256>* h = &part[4 * group[scales[b]]];
+        auto& h = per_group[group[scales[b]]];
         const uint8_t* p = in.data() + b * bb;
-        for (unsigned k = 0; k < bb; k += 4) ++h[0][p[k]], ++h[1][p[k + 1]], ++h[2][p[k + 2]], ++h[3][p[k + 3]];
+        for (unsigned k = 0; k < bb; k += 8) {
+            ++h[p[k]], ++h[p[k + 1]], ++h[p[k + 2]], ++h[p[k + 3]];
+            ++h[p[k + 4]], ++h[p[k + 5]], ++h[p[k + 6]], ++h[p[k + 7]];
+        }
     }
-    for (unsigned g = 0; g < kMaxPlanes; ++g)
-        for (unsigned v = 0; v < 256; ++v)
-            per_group[g][v] += uint64_t{part[4 * g][v]} + part[4 * g + 1][v] + part[4 * g + 2][v] + part[4 * g + 3][v];
 }
 
 void split_grouped(Decomposition d, std::span<const uint8_t> in, std::span<const uint8_t> scales, uint8_t base,
