@@ -45,8 +45,9 @@ constexpr uint64_t kFirstBatchBytesPerThread = 64u << 10;
 // longer picks among the stream, the nibble and sign / magnitude splits and
 // the scale groups by their planes' order-0 bounds on a sample, which
 // cannot see fp4-tables' table costs (posenet MXFP4 came out 0.47% larger
-// for it) and took a tenth of an FP4 file's pack time. Small chunks, where a stream (constant blocks,
-// repeated rows) can code smaller, get both (see encode_chunk).
+// for it) and took a tenth of an FP4 file's pack time. Small chunks, where
+// a stream (constant blocks, repeated rows) can code smaller, get both
+// (see encode_chunk).
 
 Decomposition tabled(Decomposition grouped) {
     if (grouped == Decomposition::fp4_mx_grouped) return Decomposition::fp4_mx_tabled;
