@@ -586,6 +586,17 @@ void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymb
     buf.finish(x, out);
 }
 
+// A coded sign that is always the same (block scales, exponents: bytes
+// below 128) has all 2^prec slots: coding it leaves the state as it was and
+// puts no word, and decoding it never renormalises. So the encoder does not
+// code it, and the decoder reads such a stream as one with raw signs, all
+// equal (the NVFP4 files' E4M3 block scales are coded so). The sign (0 or
+// 1), or -1 where the sign table `st` codes both.
+int constant_sign(const Table& st, unsigned prec) {
+    if (!st.used || st.freq.size() != 2) return -1;
+    return st.freq[0] == 1u << prec ? 0 : st.freq[1] == 1u << prec ? 1 : -1;
+}
+
 // `tables`: the choice's, where the caller has them built (tables_for's).
 std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch, std::vector<Table> tables = {}) {
     if (p.period == 1) ch.log2_classes = 0;
@@ -691,12 +702,8 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
         if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec);
         else code_bytes<false, false, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec);
     } else {
-        // A coded sign that is always the same (block scales: bytes below
-        // 128) has all 2^prec slots: coding it leaves the state as it was
-        // and puts no word (the decoder's constant_sign), so it is not coded.
-        const Table& st = t[0];
-        const bool sign_moves = ch.coded_signs && !(st.used && st.freq.size() == 2 &&
-                                                    (st.freq[0] == 1u << ch.prec || st.freq[1] == 1u << ch.prec));
+        // (A sign that never changes is not coded: see constant_sign.)
+        const bool sign_moves = ch.coded_signs && constant_sign(t[0], ch.prec) < 0;
         if (ch.log2_classes) {
             if (sign_moves) code_bytes<true, true>(in, sym, cls, period, phase, start, out);
             else code_bytes<false, true>(in, sym, cls, period, phase, start, out);
@@ -1476,17 +1483,13 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         return;
     }
     srans::DecodeState<> d(payload);
-    // A coded sign that is always the same (block scales, exponents: bytes
-    // below 128) has all 2^prec slots: decoding it leaves the state as it
-    // was and never renormalises. So such a stream decodes as one with raw
-    // signs, all equal, by the faster loop: the NVFP4 files' E4M3 block
-    // scales are coded so.
-    const Table& st = tables[0];
-    const int constant_sign = !coded_signs || !st.used ? -1 : st.freq[0] == 1u << prec ? 0 : st.freq[1] == 1u << prec ? 1 : -1;
-    if (constant_sign >= 0) {
+    // A sign that never changes decodes by the faster loop, as raw signs
+    // all equal (see constant_sign).
+    const int sign = coded_signs ? constant_sign(tables[0], prec) : -1;
+    if (sign >= 0) {
         thread_local Scratch memory;
         const std::span<uint8_t> same = memory.get((n + 7) / 8);
-        std::memset(same.data(), constant_sign ? 0xFF : 0, same.size());
+        std::memset(same.data(), sign ? 0xFF : 0, same.size());
         decode_bytes<false>(t, cls, same, prec, period, phase, d, out);
     } else if (coded_signs) {
         decode_bytes<true>(t, cls, signs, prec, period, phase, d, out);
