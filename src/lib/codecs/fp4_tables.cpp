@@ -69,6 +69,7 @@ std::atomic<size_t> g_split_min{kSplitMinBytes};
 
 // The first block of part k of K over m blocks.
 size_t part_begin(size_t m, unsigned streams, unsigned k) { return static_cast<size_t>(uint64_t{m} * k / streams); }
+
 // What a group's table costs while the grouping is searched (the real
 // tables are weighed once it is chosen): 16 codes of a few bits.
 constexpr double kTableBitsGuess = 64;

@@ -151,9 +151,10 @@ void decode_scale_values(Decoder& c, uint8_t* s, size_t n, uint64_t first, Scale
     }
 }
 
-// The scale model's (context, symbol) pairs as one byte each: context * 5 +
-// min(u, 4), for the estimate's counts.
-constexpr unsigned kScalePairs = (kScaleLevels + 1) * 5;
+// The scale model's (context, symbol) pairs as one byte each: context *
+// kScaleSymbols + min(u, 4), the unary symbol (u > 0 .. u > 3 decided).
+constexpr unsigned kScaleSymbols = 5;
+constexpr unsigned kScalePairs = (kScaleLevels + 1) * kScaleSymbols;
 
 // Counts of `pairs` (values below kScalePairs) into `count`, in four tables
 // that take every fourth byte: runs of one pair, the common case, would
@@ -182,12 +183,9 @@ ScaleSummary summarize_scales(const uint8_t* s, size_t n) {
     return r;
 }
 
-// What code_scales would spend on `s` under `g`, in bits, with each
-// context's unary decisions at their empirical frequencies (the adaptive
-// nodes' learning cost left out): a fifth of the coder's time, close enough
-// to rank the candidate periods. The contexts and symbols become one byte
-// each, then a histogram: where the context needs no state carried scale by
-// scale (the previous scale; a kernel tap's period) a vector at a time.
+// Every scale's (context, symbol) pair under `g` (m: the minimum), for the
+// encoder and the estimate: where the context needs no state carried scale
+// by scale (the previous scale; a kernel tap's period) a vector at a time.
 void scale_pairs(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, uint8_t m, std::vector<uint8_t>& pairs) {
     const auto symbol = [](uint8_t u) { return std::min<uint8_t>(u, 4); };  // the unary symbol
     pairs.resize(n);
@@ -197,10 +195,10 @@ void scale_pairs(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, ui
     if (P == 0) {
         // The previous scale's u is the context: no state to carry, so the
         // pairs come a vector at a time.
-        out[0] = static_cast<uint8_t>(kScaleLevels * 5 + symbol(static_cast<uint8_t>(s[0] - m)));
+        out[0] = static_cast<uint8_t>(kScaleLevels * kScaleSymbols + symbol(static_cast<uint8_t>(s[0] - m)));
         for (size_t i = 1; i < n; ++i) {
             const auto prev = static_cast<uint8_t>(s[i - 1] - m), u = static_cast<uint8_t>(s[i] - m);
-            out[i] = static_cast<uint8_t>(previous_level(prev) * 5 + symbol(u));
+            out[i] = static_cast<uint8_t>(previous_level(prev) * kScaleSymbols + symbol(u));
         }
     } else if (g.blocks_per_row == 1 && first % P == 0 && (n / P + 1) * 255 <= UINT16_MAX / kScaleSteps) {
         // One channel a position of the period, the chunk starting a period
@@ -221,7 +219,7 @@ void scale_pairs(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, ui
                 uint16_t* __restrict acc = sum.data();
                 for (size_t j = 0; j < len; ++j) {
                     const auto u = static_cast<uint8_t>(row[j] - m);
-                    o[j] = static_cast<uint8_t>(kScaleLevels * 5 + symbol(u));
+                    o[j] = static_cast<uint8_t>(kScaleLevels * kScaleSymbols + symbol(u));
                     acc[j] = u;
                 }
                 continue;
@@ -230,7 +228,7 @@ void scale_pairs(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, ui
             uint16_t* __restrict acc = sum.data();
             for (size_t j = 0; j < len; ++j) {
                 const auto u = static_cast<uint8_t>(row[j] - m);
-                o[j] = static_cast<uint8_t>(channel_level<int32_t>(acc[j], cnt) * 5 + symbol(u));
+                o[j] = static_cast<uint8_t>(channel_level<int32_t>(acc[j], cnt) * kScaleSymbols + symbol(u));
                 acc[j] = static_cast<uint16_t>(acc[j] + u);
             }
         }
@@ -238,12 +236,16 @@ void scale_pairs(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, ui
         ScaleContexts ctx(first, g);
         for (size_t i = 0; i < n; ++i) {
             const auto u = static_cast<uint8_t>(s[i] - m);
-            out[i] = static_cast<uint8_t>(ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - m) : 0) * 5 + symbol(u));
+            out[i] = static_cast<uint8_t>(ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - m) : 0) * kScaleSymbols + symbol(u));
             ctx.update(u);
         }
     }
 }
 
+// What the scale model would spend on `s` under `g`, in bits, with each
+// context's unary decisions at their empirical frequencies (the adaptive
+// nodes' learning cost left out): a fifth of the coder's time, close enough
+// to rank the candidate periods. The pairs, then a histogram of them.
 double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, const ScaleSummary& sum_up) {
     if (n == 0) return 0;
     thread_local std::vector<uint8_t> pairs;
@@ -253,9 +255,9 @@ double scale_bits_estimate(const uint8_t* s, size_t n, uint64_t first, ScaleGeom
     double bits = static_cast<double>(sum_up.escape_bits);
     for (unsigned lev = 0; lev <= kScaleLevels; ++lev) {
         uint32_t total = 0;
-        for (unsigned k = 0; k < 5; ++k) total += count[lev * 5 + k];
-        for (unsigned k = 0; k < 5; ++k)
-            if (const uint32_t v = count[lev * 5 + k]) bits -= v * std::log2(static_cast<double>(v) / total);
+        for (unsigned k = 0; k < kScaleSymbols; ++k) total += count[lev * kScaleSymbols + k];
+        for (unsigned k = 0; k < kScaleSymbols; ++k)
+            if (const uint32_t v = count[lev * kScaleSymbols + k]) bits -= v * std::log2(static_cast<double>(v) / total);
     }
     return bits;
 }
@@ -688,7 +690,7 @@ std::vector<uint8_t> encode_scales(std::span<const uint8_t> in, const TensorLayo
         scale_pairs(in.data(), in.size(), layout.offset, g, static_cast<uint8_t>(sum_up.min), pairs);
         Node nodes[(kScaleLevels + 1) * 4];
         for (size_t i = 0; i < in.size(); ++i)
-            code_scale_u(e, &nodes[pairs[i] / 5 * 4], in[i] - sum_up.min);
+            code_scale_u(e, &nodes[pairs[i] / kScaleSymbols * 4], in[i] - sum_up.min);
     }
     std::vector<uint8_t> out;
     put_varint(out, g.blocks_per_tap);
