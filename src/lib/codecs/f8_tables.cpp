@@ -564,9 +564,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) uint8_t* encode_ro
     const __m512i total = _mm512_set1_epi32(static_cast<int>(1u << prec));
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF), lo7 = _mm512_set1_epi32(0x7F);
     const __m128i prec_shift = _mm_cvtsi32_si128(static_cast<int>(prec));
-    for (size_t r = rounds; r-- > 0;) {
+    // Round r's first column, stepped back a round at a time (a division a
+    // round cost 3-4% of the encoder's time).
+    const uint64_t step = Classes ? Lanes % period : 0;
+    uint64_t j = Classes && rounds ? (phase + (rounds - 1) * Lanes) % period : 0;
+    for (size_t r = rounds; r-- > 0; j = j >= step ? j - step : j + period - step) {
         const size_t i = r * Lanes;
-        const uint64_t j = Classes ? (phase + i) % period : 0;
         for (int v = V; v-- > 0;) {
             __m512i idx = _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + i + 16 * v))), lo7);
             if constexpr (Classes) {
