@@ -308,7 +308,17 @@ void rank_by_mean(std::span<const uint64_t> sum, std::span<const uint64_t> count
             at.assign(top + 2, 0);
             for (uint64_t s : sum) ++at[s + 1];
             for (uint64_t v = 1; v <= top + 1; ++v) at[v] += at[v - 1];
-            for (size_t j = 0; j < n; ++j) class8[j] = static_cast<uint8_t>(uint64_t{8} * at[sum[j]]++ / n);
+            // 8k / n by compares with the eighths' first ranks, ceil(c n / 8):
+            // a division a unit was 40% of this function's time on the
+            // NVFP4 files' E4M3 scale tensors (3 rows of 384-2304 columns).
+            std::array<uint64_t, 8> first{};
+            for (unsigned c = 1; c < 8; ++c) first[c] = (c * n + 7) / 8;
+            for (size_t j = 0; j < n; ++j) {
+                const uint64_t k = at[sum[j]]++;
+                unsigned c = 0;
+                for (unsigned e = 1; e < 8; ++e) c += k >= first[e];
+                class8[j] = static_cast<uint8_t>(c);
+            }
             return;
         }
     }
