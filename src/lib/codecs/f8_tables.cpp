@@ -154,8 +154,21 @@ struct Plan {
     Histogram bytes{};                                 // all the chunk's bytes
     std::vector<uint8_t> class8;                       // per column or row: its rank by mean exponent, in eighths
     std::array<std::array<uint64_t, 128>, 8> magnitude{};  // magnitude counts per eighth
+    // The same merged into 1, 2 and 4 classes, class c of 2^L at
+    // 2^L - 1 + c (merge_eighths): the estimates and the precision search
+    // read them some 40 times a chunk.
+    std::array<std::array<uint64_t, 128>, 7> coarser{};
     std::array<uint64_t, 2> sign{};
 };
+
+// A plan's magnitude counts merged into its coarser classes, once counted.
+void merge_eighths(Plan& p) {
+    for (unsigned c = 0; c < 4; ++c)
+        for (size_t s = 0; s < 128; ++s) p.coarser[3 + c][s] = p.magnitude[2 * c][s] + p.magnitude[2 * c + 1][s];
+    for (unsigned c = 0; c < 2; ++c)
+        for (size_t s = 0; s < 128; ++s) p.coarser[1 + c][s] = p.coarser[3 + 2 * c][s] + p.coarser[4 + 2 * c][s];
+    for (size_t s = 0; s < 128; ++s) p.coarser[0][s] = p.coarser[1][s] + p.coarser[2][s];
+}
 
 // Class c's byte counts k into the plan's magnitude, sign and byte counts.
 // (The signs summed apart: added to p.sign byte by byte, each add waited on
@@ -174,10 +187,12 @@ void add_class_counts(Plan& p, unsigned c, const std::array<uint32_t, 256>& k) {
 // run of bytes is all of one class (a row under row classes, a chunk
 // without columns), in four tables that take every fourth byte: equal
 // bytes close together would otherwise each wait for the other's increment
-// (1.5x the speed on esrgan's FP8 chunks). In memory reused per thread.
+// (1.5x the speed on esrgan's FP8 chunks). In memory reused per thread,
+// all zero between uses: add_to clears what it reads (a memset of all 32
+// KiB a chunk was a tenth of the time of a 3 KiB chunk's plan).
 class ClassCounts {
 public:
-    ClassCounts() : part_(memory()) { std::memset(part_.data(), 0, sizeof(Parts)); }
+    ClassCounts() : part_(memory()) {}
     ClassCounts(const ClassCounts&) = delete;
     ClassCounts& operator=(const ClassCounts&) = delete;
     // bytes[k], all of class cls.
@@ -188,13 +203,15 @@ public:
             for (size_t t = 0; t < 4; ++t) ++h[t][bytes[k + t]];
         for (; k < len; ++k) ++h[0][bytes[k]];
     }
-    // Each class's counts into the plan's magnitude, sign and byte counts.
-    void add_to(Plan& p, unsigned classes) const {
+    // Each class's counts into the plan's magnitude, sign and byte counts;
+    // classes 0 .. classes - 1 are all that were added to.
+    void add_to(Plan& p, unsigned classes) {
         for (unsigned c = 0; c < classes; ++c) {
             std::array<uint32_t, 256> k;
             for (unsigned x = 0; x < 256; ++x) {
                 const size_t at = c << 8 | x;
                 k[x] = part_[0][at] + part_[1][at] + part_[2][at] + part_[3][at];  // (a chunk is under 4 GiB)
+                part_[0][at] = part_[1][at] = part_[2][at] = part_[3][at] = 0;
             }
             add_class_counts(p, c, k);
         }
@@ -207,7 +224,7 @@ private:
     // thread's start (the daemon's FUSE and prefetch threads, which never
     // encode, included).
     static Parts& memory() {
-        thread_local const auto parts = std::make_unique<Parts>();
+        thread_local const auto parts = std::make_unique<Parts>();  // (zeros)
         return *parts;
     }
     Parts& part_;
@@ -226,13 +243,15 @@ private:
 //   L1 (1.4 ns a byte).
 // - Column classes alone: four tables of 8 x 256 taking every fourth byte,
 //   as ClassCounts (esrgan's kernels, 64 columns: 0.89 -> 0.52 ns a byte).
+// All zero between uses, as ClassCounts; add_to reads and clears only the
+// bytes from the chunk's smallest to its largest (the NVFP4 files' E4M3
+// scale tensors use some 40 byte values: a memset and a read of the whole
+// 64 KiB were a tenth of their plan's time).
 class ClassPairCounts {
 public:
     static constexpr size_t kBatch = 1024;  // indices computed ahead of their increments
     enum Mode : unsigned { columns = 4, column_and_row = 8 };  // the number of 8 x 256 tables
-    explicit ClassPairCounts(Mode mode) : tables_(mode), table_(memory()) {
-        std::memset(table_.data(), 0, sizeof(uint32_t) * tables_ * 8 * 256);
-    }
+    explicit ClassPairCounts(Mode mode) : tables_(mode), table_(memory()) {}
     ClassPairCounts(const ClassPairCounts&) = delete;
     ClassPairCounts& operator=(const ClassPairCounts&) = delete;
     // (columns) bytes[k] in the column class whose counters start at
@@ -257,16 +276,16 @@ public:
         }
     }
     // The counts per column class into `cols`, and per row class into
-    // `rows` (column_and_row).
-    void add_to(Plan& cols, Plan* rows) const {
+    // `rows` (column_and_row), of the bytes added, which lie in [lo, hi].
+    void add_to(Plan& cols, Plan* rows, unsigned lo, unsigned hi) {
         // Table t is row class t's (column_and_row) or a part (columns):
         // the column counts sum them all. (No sum overflows: a chunk is
         // under 4 GiB.)
         std::array<std::array<uint32_t, 256>, 8> col{}, row{};
         for (unsigned t = 0; t < tables_; ++t)
             for (unsigned c = 0; c < 8; ++c) {
-                const uint32_t* k = &table_[(t * 8 + c) << 8];
-                for (unsigned x = 0; x < 256; ++x) col[c][x] += k[x], row[t][x] += k[x];
+                uint32_t* k = &table_[(t * 8 + c) << 8];
+                for (unsigned x = lo; x <= hi; ++x) col[c][x] += k[x], row[t][x] += k[x], k[x] = 0;
             }
         for (unsigned c = 0; c < 8; ++c) {
             add_class_counts(cols, c, col[c]);
@@ -276,7 +295,7 @@ public:
 
 private:
     using Table = std::array<uint32_t, 8 * 8 * 256>;
-    static Table& memory() {  // (on the heap: see ClassCounts)
+    static Table& memory() {  // (on the heap: see ClassCounts; zeros)
         thread_local const auto table = std::make_unique<Table>();
         return *table;
     }
@@ -308,17 +327,17 @@ void rank_by_mean(std::span<const uint64_t> sum, std::span<const uint64_t> count
             at.assign(top + 2, 0);
             for (uint64_t s : sum) ++at[s + 1];
             for (uint64_t v = 1; v <= top + 1; ++v) at[v] += at[v - 1];
-            // 8k / n by compares with the eighths' first ranks, ceil(c n / 8):
-            // a division a unit was 40% of this function's time on the
-            // NVFP4 files' E4M3 scale tensors (3 rows of 384-2304 columns).
-            std::array<uint64_t, 8> first{};
-            for (unsigned c = 1; c < 8; ++c) first[c] = (c * n + 7) / 8;
-            for (size_t j = 0; j < n; ++j) {
-                const uint64_t k = at[sum[j]]++;
-                unsigned c = 0;
-                for (unsigned e = 1; e < 8; ++e) c += k >= first[e];
-                class8[j] = static_cast<uint8_t>(c);
+            // 8k / n from a table of each rank's eighth (eighth c holds
+            // ranks ceil(c n / 8) on): a division a unit was 40% of this
+            // function's time on the NVFP4 files' E4M3 scale tensors (3
+            // rows of 384-2304 columns).
+            thread_local std::vector<uint8_t> eighth;
+            eighth.resize(n);
+            for (unsigned c = 0; c < 8; ++c) {
+                const size_t from = (c * n + 7) / 8, to = ((c + 1) * n + 7) / 8;
+                std::memset(eighth.data() + from, static_cast<int>(c), to - from);
             }
+            for (size_t j = 0; j < n; ++j) class8[j] = eighth[at[sum[j]]++];
             return;
         }
     }
@@ -350,6 +369,7 @@ Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout, Plan* ro
             counts.add(in.data(), 0u, n);
             counts.add_to(p, 1);
         }
+        merge_eighths(p);
         if (rows) *rows = make_row_plan(in, layout);  // (its counts take the memory in turn)
         return p;
     }
@@ -385,6 +405,8 @@ Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout, Plan* ro
     std::vector<uint64_t> count(p.period, n / p.period);
     for (uint64_t r = 0; r < n % p.period; ++r) ++count[(p.phase + r) % p.period];
     rank_by_mean(sum, count, kColumnIndexBits, p.class8);
+    uint8_t lo = 255, hi = 0;  // the bytes' range (n > 0 here)
+    for (uint8_t b : in) lo = std::min(lo, b), hi = std::max(hi, b);
     if (rows) {
         rank_by_mean(row_sum, row_len, kRowIndexBits, rows->class8);
         std::vector<uint16_t> base(p.period);
@@ -393,7 +415,7 @@ Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout, Plan* ro
         for_each_row(n, p.period, p.phase, [&](size_t i, size_t len, size_t r) {
             counts.add(in.data() + i, base.data() + (r ? 0 : p.phase), rows->class8[r], len);
         });
-        counts.add_to(p, rows);
+        counts.add_to(p, rows, lo, hi);
     } else {
         // In batches across rows (esrgan's rows are 64 bytes), each batch's
         // column bases read on from its first column, wrapped.
@@ -404,8 +426,10 @@ Plan make_plan(std::span<const uint8_t> in, const TensorLayout& layout, Plan* ro
         ClassPairCounts counts(ClassPairCounts::columns);
         for (size_t i = 0; i < n; i += batch)
             counts.add(in.data() + i, base.data() + (p.phase + i) % p.period, std::min(batch, n - i));
-        counts.add_to(p, nullptr);
+        counts.add_to(p, nullptr, lo, hi);
     }
+    merge_eighths(p);
+    if (rows) merge_eighths(*rows);
     return p;
 }
 
@@ -434,16 +458,13 @@ Plan make_row_plan(std::span<const uint8_t> in, const TensorLayout& layout) {
     ClassCounts counts;
     for_each_row(n, p.period, p.phase, [&](size_t i, size_t len, size_t r) { counts.add(in.data() + i, p.class8[r], len); });
     counts.add_to(p, 8);
+    merge_eighths(p);
     return p;
 }
 
 // The magnitude counts of class c of 2^log2k classes: eighths merged.
-std::array<uint64_t, 128> merged(const Plan& p, unsigned log2k, unsigned c) {
-    std::array<uint64_t, 128> out{};
-    const unsigned width = 8u >> log2k;
-    for (unsigned e = c * width; e < (c + 1) * width; ++e)
-        for (size_t s = 0; s < 128; ++s) out[s] += p.magnitude[e][s];
-    return out;
+const std::array<uint64_t, 128>& merged(const Plan& p, unsigned log2k, unsigned c) {
+    return log2k == 3 ? p.magnitude[c] : p.coarser[(1u << log2k) - 1 + c];
 }
 
 // The tables of a choice in payload order: the sign's when coded, then one
@@ -464,7 +485,7 @@ double magnitude_bits(const Plan& p, const Choice& ch, std::vector<Table>* table
     double bits = static_cast<double>(ch.log2_classes ? p.units * ch.log2_classes : 0);
     if (tables) tables->clear();
     for (unsigned c = 0; c < (1u << ch.log2_classes); ++c) {
-        const auto counts = merged(p, ch.log2_classes, c);
+        const auto& counts = merged(p, ch.log2_classes, c);
         Table t = srans::table_for(counts, ch.prec);
         bits += static_cast<double>(srans::table_bits(t)) + srans::cost_bits(counts, t, ch.prec);
         if (tables) tables->push_back(std::move(t));
