@@ -38,11 +38,13 @@ constexpr double kZstdSampleWin = 0.9;
 // small, where a static coder's table is a large share of the output.
 constexpr size_t kAdaptiveMax = 4u << 10;
 // Order-1 rANS below the archive levels: planes from kRans1Min to
-// kAdaptiveMax. Under 2 KiB its 256 context tables cost more than order 1
-// saves (on the 33 corpus and derived files it won on two planes, both of
-// 4 KiB), and each attempt costs htscodecs' 1 MiB of symbol tables, cleared
-// (the thread's first took 300 page faults, a quarter of posenet per-channel FP8's).
-constexpr size_t kRans1Min = 2u << 10;
+// kAdaptiveMax. On smaller planes its 256 context tables cost more than
+// order 1 saves: on the 33 corpus and derived files it won on two planes,
+// both of 4 KiB, and none of the 29 attempts from 2 to 3 KiB (E4M3 and
+// E8M0 scale tensors) won. Each attempt costs htscodecs' 1 MiB of symbol
+// tables, cleared: 90 us a 2-3 KiB plane (the thread's first 600, with 300
+// page faults), 5% of esrgan NVFP4's pack time from 2 KiB.
+constexpr size_t kRans1Min = 3u << 10;
 // ... and it decodes some fifty times slower than rANS, so it must win by more.
 constexpr double kAdaptiveMargin = 0.05;
 // Below the archive levels only on planes up to this size: at 25-40 ns a
