@@ -31,15 +31,18 @@ struct Reciprocals {
 };
 const Reciprocals kReciprocals;
 
+// P(0) is kept with the counts, computed when they change: a tree's next
+// decision (a child node) then waits on one load, not on a reciprocal's
+// load and two multiplies (the decoder's chain from one bit to the next).
 struct Node {
     uint16_t n0 = 0, n1 = 0;
-    uint32_t p0() const {
-        const auto p = static_cast<uint32_t>(((uint64_t{2} * n0 + 1) << kProbBits) * kReciprocals.r[2u * (n0 + n1) + 2] >> 32);
-        return p < 1 ? 1 : p > (1u << kProbBits) - 1 ? (1u << kProbBits) - 1 : p;
-    }
+    uint32_t p = 1u << (kProbBits - 1);  // (2 n0 + 1) / (2 n + 2) in kProbBits bits, clamped to [1, 2^12 - 1]
+    uint32_t p0() const { return p; }
     void update(unsigned b) {
         (b ? n1 : n0)++;
         if (n0 + n1 > kCountLimit) n0 = static_cast<uint16_t>((n0 + 1) / 2), n1 = static_cast<uint16_t>((n1 + 1) / 2);
+        const auto q = static_cast<uint32_t>(((uint64_t{2} * n0 + 1) << kProbBits) * kReciprocals.r[2u * (n0 + n1) + 2] >> 32);
+        p = q < 1 ? 1 : q > (1u << kProbBits) - 1 ? (1u << kProbBits) - 1 : q;
     }
 };
 
