@@ -69,6 +69,33 @@ TEST(F8Tables, EveryChoiceRoundTripsAtAnyOffsetAndLength) {
     }
 }
 
+// The encoder's counters are memory reused per thread, cleared as they are
+// read (over the chunk's byte range only): a chunk's payload must not
+// depend on what was coded before it. Chunks of every plan the encoder
+// makes (column and row classes of a 2-D kernel, column classes of a 4-D
+// one, a single class, a byte range narrower than the one before), each
+// coded again after the others, come out the same.
+TEST(F8Tables, APayloadDoesNotDependOnTheChunksCodedBefore) {
+    const auto wide = fp8_kernel(64, 300, 5), kernel4d = fp8_kernel(72, 64, 6), row = fp8_kernel(1, 3456, 7);
+    std::vector<uint8_t> narrow(4000);  // bytes 40..79 only (positive scales of a few binades)
+    std::mt19937 rng(8);
+    for (auto& b : narrow) b = static_cast<uint8_t>(40 + rng() % 40);
+    const std::vector<uint64_t> s2d = {64, 300}, s4d = {3, 3, 8, 64}, s1 = {1, 3456}, sn = {40, 100};
+    const std::vector<std::pair<std::span<const uint8_t>, TensorLayout>> chunks = {
+        {wide, {s2d, 0, DType::F8_E4M3, {}}},
+        {kernel4d, {s4d, 0, DType::F8_E4M3, {}}},
+        {row, {s1, 0, DType::F8_E4M3, {}}},
+        {narrow, {sn, 0, DType::F8_E4M3, {}}},
+        {std::span<const uint8_t>(wide).subspan(150, 9000), {s2d, 150, DType::F8_E4M3, {}}},
+    };
+    std::vector<std::vector<uint8_t>> first;
+    for (const auto& [bytes, layout] : chunks) first.push_back(f8tables::encode(bytes, layout));
+    for (size_t k = chunks.size(); k-- > 0;) {
+        EXPECT_EQ(f8tables::encode(chunks[k].first, chunks[k].second), first[k]) << "chunk " << k;
+        expect_round_trip(chunks[k].first, first[k], "after other chunks");
+    }
+}
+
 TEST(F8Tables, ColumnsOfDifferentScaleCodeBelowTheOrder0Bound) {
     // The bound no order-0 coder (rANS included) can beat: the contest must
     // pick f8-tables and land under it.
