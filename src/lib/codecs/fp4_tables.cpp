@@ -649,6 +649,8 @@ void encode_wide_stream(std::span<const uint8_t> blocks, std::span<const uint8_t
     auto put_value_at = [&](size_t at) {
         srans::put_word(x[at % kWideLanes], q, sy[group[scales[at / per_block]] * kAlphabet + value_at(blocks.data(), at)]);
     };
+    // The values past the last whole round one by one; what is left is
+    // whole rounds of 32 values, so whole blocks too (32 or 16 values).
     size_t i = coded;
     for (; i % kWideLanes; --i) put_value_at(i - 1);
 #ifdef PTWM_FP4_WIDE_AVX512
@@ -657,7 +659,6 @@ void encode_wide_stream(std::span<const uint8_t> blocks, std::span<const uint8_t
         i = 0;
     }
 #endif
-    for (; i % per_block; --i) put_value_at(i - 1);
     for (size_t b = i / per_block; b-- > 0;) {
         const srans::EncodeSymbol* t = sy + group[scales[b]] * kAlphabet;
         uint32_t* lane = x.data() + (b * per_block) % kWideLanes;
