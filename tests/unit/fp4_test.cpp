@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <fstream>
 #include <memory>
 #include <random>
 
@@ -275,6 +276,54 @@ TEST(Fp4, GroupedChunksTakeTheirOwnStoresScales) {
         store[1] = open(1);  // a new reader over the same file: its own memo key
     }
     EXPECT_GT(grouped, 20u) << "the grouped chunks the test meant to cover";
+}
+
+// A scale chunk decoded for the blocks before it is kept, and a read of
+// the scale tensor itself that follows takes it from there: damaging its
+// stored bytes afterwards does not reach that read, which a second decoding
+// would have refused. It stays the reader's own: another store's chunk of
+// the same index decodes from that store.
+TEST(Fp4, AScaleChunkDecodedForItsBlocksIsNotDecodedAgain) {
+    TempDir dir;
+    PackOptions opt;
+    opt.chunk_bytes = 3000;
+    std::vector<std::vector<uint8_t>> files;
+    for (uint32_t seed : {21u, 22u}) {
+        const auto m = make_mx(2001, 16, seed);
+        files.push_back(test::make_safetensors({{"w.blocks", "U8", {2001, 16}, m.blocks}, {"w.scales", "U8", {2001}, m.scales}}));
+        const auto name = dir / ("m" + std::to_string(seed));
+        test::write_file(name.string() + ".safetensors", files.back());
+        pack_file(name.string() + ".safetensors", name.string() + ".ptwm", opt);
+    }
+    const auto path = [&](int k) { return dir / ("m" + std::to_string(21 + k) + ".ptwm"); };
+    const auto a = StoreReader::open(path(0)), b = StoreReader::open(path(1));
+    const auto decoded = [](const StoreReader& r, size_t i) {
+        std::vector<uint8_t> out(r.chunk(i).original_length);
+        r.decode_chunk(i, out);
+        return out;
+    };
+    const auto original = [&](int k, const StoreReader& r, size_t i) {
+        const ChunkEntry e = r.chunk(i);
+        return std::vector<uint8_t>(files[k].begin() + static_cast<long>(e.original_offset),
+                                    files[k].begin() + static_cast<long>(e.original_offset + e.original_length));
+    };
+    // The last blocks chunk and the scale chunk its scales come from.
+    const size_t scales_at = a->header().tensors[1].begin;
+    const size_t blocks = a->find_chunk(scales_at - 1), scales = a->find_chunk(a->header().tensors[1].end - 1);
+    ASSERT_TRUE(is_grouped(a->chunk(blocks).decomposition));
+    ASSERT_EQ(decoded(*a, blocks), original(0, *a, blocks));
+    // Damage the scale chunk's stored bytes.
+    const ChunkEntry s = a->chunk(scales);
+    {
+        std::fstream f(path(0), std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(static_cast<std::streamoff>(s.stored_offset + s.stored_length() / 2));
+        f.put('\x55').put('\xAA').put('\x55');
+    }
+    EXPECT_EQ(decoded(*a, scales), original(0, *a, scales));
+    EXPECT_EQ(decoded(*b, scales), original(1, *b, scales));
+    // A new reader of the damaged store decodes the chunk, and refuses it.
+    const auto again = StoreReader::open(path(0));
+    EXPECT_THROW(decoded(*again, scales), CorruptData);
 }
 
 }  // namespace

@@ -247,6 +247,14 @@ std::vector<uint8_t> StoreReader::chunk_scales(size_t i) const {
 
 void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out) const {
     const ChunkEntry e = chunk(i);
+    // A scale chunk this thread decoded for the blocks before it (a file
+    // holds X.blocks before X.scales): the read of the scales themselves
+    // that follows takes it from the memo, not from a second decoding.
+    if (const ScaleChunkMemo& memo = t_scale_chunk; memo.reader == serial_ && memo.chunk == i) {
+        if (out.size() != memo.bytes.size()) throw Error(describe_chunk(i) + ": decoded into a buffer of the wrong size");
+        std::memcpy(out.data(), memo.bytes.data(), out.size());
+        return;
+    }
     // Scales first: fetching them decodes other chunks through t_payload.
     if (is_grouped(e.decomposition)) read_scales(i, t_scales);
     t_payload.resize(e.stored_length());
