@@ -364,6 +364,11 @@ TEST(Codec, ScaleTensorsThatRepeatTakeZstdAtItsTopLevel) {
         std::vector<uint8_t> out(scales.size());
         decode_plane(coded.codec, coded.payload, out, layout);
         EXPECT_EQ(out, scales);
+        // The same bytes as the first chunk of a large model's scale tensor
+        // do not get level 19 (100 ms a 256 KiB chunk).
+        const std::vector<uint64_t> large = {4u << 20};
+        const TensorLayout first_chunk{large, 0, t, {}, true};
+        EXPECT_GT(encode_plane(scales, {}, &first_chunk).payload.size(), encode_with(Codec::zstd, scales, 19).size());
     }
 }
 

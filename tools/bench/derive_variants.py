@@ -16,7 +16,16 @@ committed):
   MODEL.F8_E5M2.safetensors     X F8_E5M2 + X_scale F32 [1] (per tensor)
 
 following the recipes in the corpus README (RNE, saturating, no negative
-zero codes; ndim < 2 tensors as BF16). The per-channel and block FP8 files
+zero codes; ndim < 2 tensors as BF16).
+
+    tools/bench/derive_variants.py --large OUTDIR
+
+writes instead, without the corpus, a large model's layer the corpus lacks:
+gpt-oss-like.MXFP4.safetensors and gpt-oss-like.NVFP4.safetensors, one
+synthetic [2880, 5760] weight (a gpt-oss expert's gate_up_proj shape;
+Gaussian, each row at its own level, exp(N(0, 0.5)), seeded) through the
+same recipes: 8.8 / 9.3 MB, scale tensors of 506 KiB / 1 MiB, stored in
+several chunks, as large models' are. The per-channel and block FP8 files
 hold 2-D weights [out, in] as PyTorch exporters do: a TensorFlow kernel
 [kh, kw, in, out] becomes [out, kh*kw*in] (transposed), so a scale row is an
 output channel. Needs numpy (a venv is fine: it is a bench tool, not a
@@ -196,9 +205,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", default=os.path.join(here, "..", "..", "..", "shared", "corpus"))
     ap.add_argument("--only", help="comma-separated variant names (default: all)")
+    ap.add_argument("--large", action="store_true", help="write the gpt-oss-like MXFP4 / NVFP4 files only")
     ap.add_argument("outdir")
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
+    if a.large:
+        rng = np.random.default_rng(2880)
+        w = rng.standard_normal((2880, 5760)) * np.exp(rng.normal(0, 0.5, (2880, 1))) * 0.02
+        name = "model.layers.0.mlp.experts.gate_up_proj"
+        for v in ("MXFP4", "NVFP4"):
+            ts, shape = VARIANTS[v](name, w)
+            meta = {"source": "synthetic, per-row levels", "variant": v,
+                    ("mxfp4" if v == "MXFP4" else "nvfp4") + "_shapes": json.dumps({name: shape})}
+            dest = os.path.join(a.outdir, f"gpt-oss-like.{v}.safetensors")
+            write_safetensors(dest, ts, meta)
+            print(f"{dest}: {os.path.getsize(dest)} bytes, {len(ts)} tensors", flush=True)
+        return
     wanted = a.only.split(",") if a.only else list(VARIANTS)
     for model, src in MODELS.items():
         path = os.path.join(a.corpus, src)
