@@ -127,7 +127,7 @@ void StoreFile::gather(const LoadedStore& loaded, uint64_t offset, uint64_t leng
             gather_raw(loaded, index, pos, piece_end, out);
         } else {
             ptwm::ChunkPtr data = cache.get({id_, index}, chunk_length,
-                                            [&](std::span<uint8_t> bytes) { decode(loaded, index, bytes); });
+                                            [&](std::span<uint8_t> bytes) { decode(loaded, index, bytes, &cache); });
             out.pieces.push_back({const_cast<uint8_t*>(data->bytes().data() + (pos - chunk_offset)), piece_end - pos});
             out.held.push_back(std::move(data));
         }
@@ -146,7 +146,7 @@ void StoreFile::gather_raw(const LoadedStore& loaded, size_t index, uint64_t beg
     if (!loaded.raw_chunk_verified(index)) {
         // Concurrent first readers may both verify: harmless and rare.
         auto data = std::make_shared<ptwm::ChunkData>(chunk.original_length);
-        decode(loaded, index, data->writable_bytes());
+        decode(loaded, index, data->writable_bytes(), nullptr);
         loaded.set_raw_chunk_verified(index);
         out.pieces.push_back({data->writable_bytes().data() + within, n});
         out.held.push_back(std::move(data));
@@ -169,7 +169,7 @@ void StoreFile::prefetch(const LoadedStore& loaded, size_t index, ptwm::ChunkCac
     if (reader.chunk_is_raw(index) || cache.contains({id_, index})) return;
     try {
         cache.get({id_, index}, reader.index().original_length(index),
-                  [&](std::span<uint8_t> bytes) { decode(loaded, index, bytes); });
+                  [&](std::span<uint8_t> bytes) { decode(loaded, index, bytes, &cache); });
     } catch (const ptwm::CorruptData&) {
         // Already reported; the reader that reaches it gets EIO.
     } catch (const ptwm::remote::ObjectChanged&) {
@@ -179,9 +179,15 @@ void StoreFile::prefetch(const LoadedStore& loaded, size_t index, ptwm::ChunkCac
     }
 }
 
-void StoreFile::decode(const LoadedStore& loaded, size_t index, std::span<uint8_t> out) const {
+void StoreFile::decode(const LoadedStore& loaded, size_t index, std::span<uint8_t> out, ptwm::ChunkCache* cache) const {
+    // (A scale chunk is never grouped: its own decode fetches nothing.)
+    const auto scale_chunk = [&](size_t j) {
+        return cache->get({id_, j}, loaded.reader->index().original_length(j),
+                          [&](std::span<uint8_t> bytes) { decode(loaded, j, bytes, nullptr); });
+    };
     try {
-        loaded.reader->decode_chunk(index, out);
+        loaded.reader->decode_chunk(index, out,
+                                    cache ? ptwm::StoreReader::ScaleChunkFetch(scale_chunk) : ptwm::StoreReader::ScaleChunkFetch());
     } catch (const ptwm::CorruptData& e) {
         report_corruption(index, e);
         throw;

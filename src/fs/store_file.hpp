@@ -108,7 +108,12 @@ private:
     // duplicate the page cache). Their checksum is still checked once, on
     // first read, by decoding the whole chunk.
     void gather_raw(const LoadedStore& loaded, size_t index, uint64_t begin, uint64_t end, GatheredRead& out) const;
-    void decode(const LoadedStore& loaded, size_t index, std::span<uint8_t> out) const;
+    // Decodes chunk `index` into `out`, reporting corruption once. With a
+    // cache, a grouped chunk takes its block scales from it: each scale
+    // chunk is decoded there once for all threads (by itself each thread
+    // keeps only the last one it decoded, and the blocks chunks of a large
+    // tensor go to every thread).
+    void decode(const LoadedStore& loaded, size_t index, std::span<uint8_t> out, ptwm::ChunkCache* cache) const;
     void report_corruption(size_t index, const std::exception& e) const;
 
     uint64_t id_;

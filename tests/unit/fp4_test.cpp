@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -324,6 +325,61 @@ TEST(Fp4, AScaleChunkDecodedForItsBlocksIsNotDecodedAgain) {
     // A new reader of the damaged store decodes the chunk, and refuses it.
     const auto again = StoreReader::open(path(0));
     EXPECT_THROW(decoded(*again, scales), CorruptData);
+}
+
+// With a fetch (a mount's chunk cache), a grouped chunk takes its block
+// scales from it, chunk by chunk of the scale tensor: with the scale
+// chunks damaged in the store, every blocks chunk still decodes from the
+// good bytes the fetch hands out, where a reader without one refuses them;
+// a fetched chunk of the wrong size is an error.
+TEST(Fp4, GroupedChunksTakeTheirScalesFromTheFetchGiven) {
+    TempDir dir;
+    PackOptions opt;
+    opt.chunk_bytes = 3000;
+    const auto m = make_mx(5001, 16, 31);
+    const auto file = test::make_safetensors({{"w.blocks", "U8", {5001, 16}, m.blocks}, {"w.scales", "U8", {5001}, m.scales}});
+    test::write_file(dir / "m.safetensors", file);
+    pack_file(dir / "m.safetensors", dir / "m.ptwm", opt);
+    const auto reader = StoreReader::open(dir / "m.ptwm");
+    const TensorInfo& scales = reader->header().tensors[1];
+    const size_t first_scale_chunk = reader->find_chunk(scales.begin), end_scale_chunk = reader->find_chunk(scales.end - 1) + 1;
+    ASSERT_GE(end_scale_chunk - first_scale_chunk, 2u) << "the scale tensor should span several chunks";
+    {
+        std::fstream f(dir / "m.ptwm", std::ios::in | std::ios::out | std::ios::binary);
+        for (size_t j = first_scale_chunk; j < end_scale_chunk; ++j) {
+            const ChunkEntry e = reader->chunk(j);
+            f.seekp(static_cast<std::streamoff>(e.stored_offset + e.stored_length() / 2));
+            f.put('\x55').put('\xAA').put('\x55');
+        }
+    }
+    std::vector<size_t> fetched;
+    const StoreReader::ScaleChunkFetch fetch = [&](size_t j) {
+        fetched.push_back(j);
+        const ChunkEntry e = reader->chunk(j);
+        auto data = std::make_shared<ChunkData>(e.original_length);
+        std::memcpy(data->writable_bytes().data(), file.data() + e.original_offset, e.original_length);
+        return ChunkPtr(std::move(data));
+    };
+    size_t grouped = 0;
+    for (size_t i = 0; i < first_scale_chunk; ++i) {
+        const ChunkEntry e = reader->chunk(i);
+        if (!is_grouped(e.decomposition)) continue;
+        ++grouped;
+        fetched.clear();
+        std::vector<uint8_t> out(e.original_length);
+        ASSERT_NO_THROW(reader->decode_chunk(i, out, fetch)) << "chunk " << i;
+        EXPECT_TRUE(std::equal(out.begin(), out.end(), file.begin() + static_cast<long>(e.original_offset))) << "chunk " << i;
+        ASSERT_FALSE(fetched.empty()) << "chunk " << i;
+        for (size_t j : fetched) EXPECT_TRUE(j >= first_scale_chunk && j < end_scale_chunk) << "chunk " << i << " fetched " << j;
+        std::vector<uint8_t> without(e.original_length);
+        EXPECT_THROW(StoreReader::open(dir / "m.ptwm")->decode_chunk(i, without), CorruptData) << "chunk " << i;
+    }
+    EXPECT_GT(grouped, 10u);
+    const StoreReader::ScaleChunkFetch short_chunk = [](size_t) { return ChunkPtr(std::make_shared<ChunkData>(7)); };
+    size_t g = 0;
+    while (!is_grouped(reader->chunk(g).decomposition)) ++g;
+    std::vector<uint8_t> out(reader->chunk(g).original_length);
+    EXPECT_THROW(reader->decode_chunk(g, out, short_chunk), Error);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "ptwm/base/byte_source.hpp"
+#include "ptwm/store/chunk_cache.hpp"
 #include "ptwm/store/chunk_index.hpp"
 #include "ptwm/store/safetensors.hpp"
 #include "ptwm/store/store_format.hpp"
@@ -62,10 +64,18 @@ public:
     // original_size()); binary search, O(log n).
     size_t find_chunk(uint64_t offset) const;
 
+    // Where a grouped chunk's block scales come from: scale chunk j of this
+    // store, decoded. A mount hands its chunk cache here, so that the
+    // threads decoding a large tensor's blocks share one decoding of each
+    // scale chunk (a 256 KiB scale chunk serves 8-16 chunks of blocks).
+    using ScaleChunkFetch = std::function<ChunkPtr(size_t j)>;
+
     // Decode chunk i into out (out.size() == chunk(i).original_length) and
     // check its checksum. Throws CorruptData naming the file, chunk, tensor
-    // and original offset; Error on an I/O failure.
-    void decode_chunk(size_t i, std::span<uint8_t> out) const;
+    // and original offset; Error on an I/O failure. Without `scales`, each
+    // thread keeps the scale chunk it decoded last for the grouped chunks
+    // after it (and for a read of that chunk itself).
+    void decode_chunk(size_t i, std::span<uint8_t> out, const ScaleChunkFetch& scales = {}) const;
     // The block scales a grouped chunk decodes with (empty for other chunks).
     std::vector<uint8_t> chunk_scales(size_t i) const;
     // The tensor layout chunk i decodes with (decode_chunk_payload).
@@ -86,7 +96,7 @@ public:
 private:
     StoreReader() = default;
     // The block scales of grouped chunk i, decoded from its scale tensor.
-    void read_scales(size_t i, std::vector<uint8_t>& scales) const;
+    void read_scales(size_t i, std::vector<uint8_t>& scales, const ScaleChunkFetch& fetch) const;
     uint64_t serial_ = 0;  // this reader's number, unique in the process (read_scales' memo)
     std::string path_;
     std::shared_ptr<const ByteSource> source_;

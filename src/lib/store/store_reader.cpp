@@ -210,7 +210,7 @@ std::string StoreReader::describe_chunk(size_t i) const {
            std::to_string(chunks_.original_offset(i)) + ")";
 }
 
-void StoreReader::read_scales(size_t i, std::vector<uint8_t>& scales) const {
+void StoreReader::read_scales(size_t i, std::vector<uint8_t>& scales, const ScaleChunkFetch& fetch) const {
     const ChunkEntry e = chunk(i);
     const unsigned bb = block_bytes(e.decomposition);
     const uint64_t begin = tensors_.begin(e.scale_tensor) + (e.original_offset - tensors_.begin(e.tensor)) / bb;
@@ -222,14 +222,25 @@ void StoreReader::read_scales(size_t i, std::vector<uint8_t>& scales) const {
     for (uint64_t at = begin; at < begin + scales.size();) {
         const size_t j = find_chunk(at);
         const ChunkEntry s = chunk(j);
-        if (memo.reader != serial_ || memo.chunk != j) {
-            memo.reader = 0;
-            memo.bytes.resize(s.original_length);
-            decode_chunk(j, memo.bytes);
-            memo.reader = serial_, memo.chunk = j;
+        const uint8_t* bytes;
+        ChunkPtr fetched;
+        if (fetch) {
+            fetched = fetch(j);
+            if (fetched->bytes().size() != s.original_length)
+                throw Error(describe_chunk(j) + ": the scale chunk fetched holds " + std::to_string(fetched->bytes().size()) +
+                            " bytes where the index says " + std::to_string(s.original_length));
+            bytes = fetched->bytes().data();
+        } else {
+            if (memo.reader != serial_ || memo.chunk != j) {
+                memo.reader = 0;
+                memo.bytes.resize(s.original_length);
+                decode_chunk(j, memo.bytes);
+                memo.reader = serial_, memo.chunk = j;
+            }
+            bytes = memo.bytes.data();
         }
         const uint64_t n = std::min<uint64_t>(s.original_offset + s.original_length, begin + scales.size()) - at;
-        std::memcpy(scales.data() + (at - begin), memo.bytes.data() + (at - s.original_offset), n);
+        std::memcpy(scales.data() + (at - begin), bytes + (at - s.original_offset), n);
         at += n;
     }
 }
@@ -241,11 +252,11 @@ TensorLayout StoreReader::chunk_layout(size_t i) const {
 
 std::vector<uint8_t> StoreReader::chunk_scales(size_t i) const {
     std::vector<uint8_t> scales;
-    if (is_grouped(chunks_.decomposition(i))) read_scales(i, scales);
+    if (is_grouped(chunks_.decomposition(i))) read_scales(i, scales, {});
     return scales;
 }
 
-void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out) const {
+void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out, const ScaleChunkFetch& scales) const {
     const ChunkEntry e = chunk(i);
     // A scale chunk this thread decoded for the blocks before it (a file
     // holds X.blocks before X.scales): the read of the scales themselves
@@ -256,7 +267,7 @@ void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out) const {
         return;
     }
     // Scales first: fetching them decodes other chunks through t_payload.
-    if (is_grouped(e.decomposition)) read_scales(i, t_scales);
+    if (is_grouped(e.decomposition)) read_scales(i, t_scales, scales);
     t_payload.resize(e.stored_length());
     if (source_->read_up_to(e.stored_offset, t_payload) < t_payload.size())
         throw CorruptData(describe_chunk(i) + ": the store is truncated");
