@@ -21,11 +21,11 @@ zero codes; ndim < 2 tensors as BF16).
     tools/bench/derive_variants.py --large OUTDIR
 
 writes instead, without the corpus, a large model's layer the corpus lacks:
-gpt-oss-like.MXFP4.safetensors and gpt-oss-like.NVFP4.safetensors, one
-synthetic [2880, 5760] weight (a gpt-oss expert's gate_up_proj shape;
-Gaussian, each row at its own level, exp(N(0, 0.5)), seeded) through the
-same recipes: 8.8 / 9.3 MB, scale tensors of 506 KiB / 1 MiB, stored in
-several chunks, as large models' are. The per-channel and block FP8 files
+gpt-oss-like.{MXFP4,NVFP4,F8_E4M3-block}.safetensors, one synthetic
+[2880, 5760] weight (a gpt-oss expert's gate_up_proj shape; Gaussian, each
+row at its own level, exp(N(0, 0.5)), seeded) through the same recipes:
+8.8 / 9.3 / 16.6 MB; the FP4 files' scale tensors (506 KiB / 1 MiB) are
+stored in several chunks, as large models' are. The per-channel and block FP8 files
 hold 2-D weights [out, in] as PyTorch exporters do: a TensorFlow kernel
 [kh, kw, in, out] becomes [out, kh*kw*in] (transposed), so a scale row is an
 output channel. Needs numpy (a venv is fine: it is a bench tool, not a
@@ -205,7 +205,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", default=os.path.join(here, "..", "..", "..", "shared", "corpus"))
     ap.add_argument("--only", help="comma-separated variant names (default: all)")
-    ap.add_argument("--large", action="store_true", help="write the gpt-oss-like MXFP4 / NVFP4 files only")
+    ap.add_argument("--large", action="store_true", help="write the gpt-oss-like MXFP4 / NVFP4 / FP8 block files only")
     ap.add_argument("outdir")
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
@@ -213,10 +213,12 @@ def main():
         rng = np.random.default_rng(2880)
         w = rng.standard_normal((2880, 5760)) * np.exp(rng.normal(0, 0.5, (2880, 1))) * 0.02
         name = "model.layers.0.mlp.experts.gate_up_proj"
-        for v in ("MXFP4", "NVFP4"):
-            ts, shape = VARIANTS[v](name, w)
-            meta = {"source": "synthetic, per-row levels", "variant": v,
-                    ("mxfp4" if v == "MXFP4" else "nvfp4") + "_shapes": json.dumps({name: shape})}
+        for v in ("MXFP4", "NVFP4", "F8_E4M3-block"):
+            # (fp8_block takes a kernel's [in, out] to [out, in]: the transpose keeps the rows.)
+            ts, shape = VARIANTS[v](name, w if v != "F8_E4M3-block" else w.T)
+            meta = {"source": "synthetic, per-row levels", "variant": v}
+            if shape is not None:
+                meta[("mxfp4" if v == "MXFP4" else "nvfp4") + "_shapes"] = json.dumps({name: shape})
             dest = os.path.join(a.outdir, f"gpt-oss-like.{v}.safetensors")
             write_safetensors(dest, ts, meta)
             print(f"{dest}: {os.path.getsize(dest)} bytes, {len(ts)} tensors", flush=True)
