@@ -7,6 +7,7 @@
 
 #include "base/scratch.hpp"
 #include "base/serial_worker.hpp"
+#include "base/worker_pool.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/parallel.hpp"
 
@@ -21,6 +22,7 @@ void decode_all(const StoreReader& store, const DecodeAllOptions& opt,
     // which is taken again only once batch k - 1's sink call is done.
     std::array<Scratch, 2> buffers;
     std::array<uint64_t, 2> sunk{};  // per buffer, the ticket of its last sink call
+    WorkerPool pool(threads);
     SerialWorker sink_thread;        // after what its jobs use: stopped before they go
     sink_thread.submit([&] { sink(0, store.prefix()); });  // every call from that thread, as documented
     const size_t n = store.chunk_count();
@@ -33,7 +35,7 @@ void decode_all(const StoreReader& store, const DecodeAllOptions& opt,
         const uint64_t base = store.chunk(first).original_offset;
         sink_thread.wait(sunk[k % 2]);
         const std::span<uint8_t> batch = buffers[k % 2].get(bytes);
-        parallel_for(last - first, threads, [&](size_t i) {
+        pool.run(last - first, [&](size_t i) {
             const size_t c = first + i;
             const ChunkEntry& e = store.chunk(c);
             const std::span<uint8_t> out = batch.subspan(e.original_offset - base, e.original_length);

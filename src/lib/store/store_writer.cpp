@@ -13,6 +13,7 @@
 #include "ptwm/store/scale_pairs.hpp"
 #include "ptwm/store/store_format.hpp"
 #include "base/serial_worker.hpp"
+#include "base/worker_pool.hpp"
 
 namespace ptwm {
 namespace {
@@ -138,6 +139,7 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
     }
     const size_t batch_count = batch_start.size();
     batch_start.push_back(plan.size());
+    WorkerPool encoders(threads);
     SerialWorker io;  // after everything its jobs use: stopped before they go
     const auto queue_read = [&](size_t k) {
         Batch& b = batches[k % 2];
@@ -165,7 +167,7 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
         io.wait(read_ticket);
         if (k + 1 < batch_count) read_ticket = queue_read(k + 1);
         b.encoded.assign(b.count, {});
-        parallel_for(b.count, threads, [&](size_t i) {
+        encoders.run(b.count, [&](size_t i) {
             const PlannedChunk& c = plan[b.first + i];
             try {
                 const auto scales = planned_chunk_scales(header, c, read);
