@@ -144,3 +144,31 @@ TEST(ChunkCache, FailedDecodeReachesWaitersAndIsNotCached) {
 }
 
 }  // namespace
+
+namespace ptwm {
+namespace {
+
+// A decode that gets another chunk (FP4 blocks their scale chunk) has the
+// nested decode's time counted once, under the nested chunk: the stats'
+// decode time is the sum of what the decoders did.
+TEST(ChunkCache, ANestedDecodeIsTimedOnce) {
+    ChunkCache cache(1 << 20);
+    std::chrono::steady_clock::duration inner{};
+    cache.get({1, 0}, 64, [&](std::span<uint8_t> out) {
+        cache.get({1, 1}, 64, [&](std::span<uint8_t> scales) {
+            const auto start = std::chrono::steady_clock::now();
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            std::fill(scales.begin(), scales.end(), uint8_t{1});
+            inner = std::chrono::steady_clock::now() - start;
+        });
+        std::fill(out.begin(), out.end(), uint8_t{2});
+    });
+    const auto inner_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(inner).count());
+    const ChunkCacheStats s = cache.stats();
+    EXPECT_EQ(s.misses, 2u);
+    EXPECT_GE(s.decode_ns, inner_ns);
+    EXPECT_LT(s.decode_ns, inner_ns + inner_ns / 2) << "the nested decode was counted twice";
+}
+
+}  // namespace
+}  // namespace ptwm
