@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -242,6 +243,31 @@ TEST(Fp4, SmallChunksOfConstantBlocksComeOutAsAStream) {
     EXPECT_TRUE(saw_flat && saw_a);
 }
 
+// MXFP4 stores m<seed>.ptwm in `dir`, one per seed, of `nblocks` blocks
+// (w.blocks, w.scales) in chunks of 3000 bytes: the blocks chunks' scales
+// then lie across the scale tensor's chunk boundaries, and a scale tensor
+// of a few KiB spans several chunks. Returns the original files.
+std::vector<std::vector<uint8_t>> pack_mx_stores(const TempDir& dir, size_t nblocks, std::initializer_list<uint32_t> seeds) {
+    PackOptions opt;
+    opt.chunk_bytes = 3000;
+    std::vector<std::vector<uint8_t>> files;
+    for (uint32_t seed : seeds) {
+        const auto m = make_mx(nblocks, 16, seed);
+        files.push_back(test::make_safetensors({{"w.blocks", "U8", {nblocks, 16}, m.blocks}, {"w.scales", "U8", {nblocks}, m.scales}}));
+        const auto name = dir / ("m" + std::to_string(seed));
+        test::write_file(name.string() + ".safetensors", files.back());
+        pack_file(name.string() + ".safetensors", name.string() + ".ptwm", opt);
+    }
+    return files;
+}
+
+// Overwrites three bytes in the middle of chunk e's stored payload.
+void damage_chunk(const std::filesystem::path& store, const ChunkEntry& e) {
+    std::fstream f(store, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(e.stored_offset + e.stored_length() / 2));
+    f.put('\x55').put('\xAA').put('\x55');
+}
+
 // A thread keeps the scale chunk it decoded last for the grouped chunks
 // after it. Two stores alike in layout (the same tensors, chunk numbers and
 // scale chunks) but not in bytes, read chunk by chunk in turn on one thread,
@@ -250,16 +276,7 @@ TEST(Fp4, SmallChunksOfConstantBlocksComeOutAsAStream) {
 // scales across the scale tensor's chunk boundaries.
 TEST(Fp4, GroupedChunksTakeTheirOwnStoresScales) {
     TempDir dir;
-    PackOptions opt;
-    opt.chunk_bytes = 3000;
-    std::vector<std::vector<uint8_t>> files;
-    for (uint32_t seed : {11u, 12u}) {
-        const auto m = make_mx(5001, 16, seed);
-        files.push_back(test::make_safetensors({{"w.blocks", "U8", {5001, 16}, m.blocks}, {"w.scales", "U8", {5001}, m.scales}}));
-        const auto name = dir / ("m" + std::to_string(seed));
-        test::write_file(name.string() + ".safetensors", files.back());
-        pack_file(name.string() + ".safetensors", name.string() + ".ptwm", opt);
-    }
+    const auto files = pack_mx_stores(dir, 5001, {11, 12});
     const auto open = [&](int k) { return StoreReader::open(dir / ("m" + std::to_string(11 + k) + ".ptwm")); };
     std::array<std::unique_ptr<StoreReader>, 2> store = {open(0), open(1)};
     ASSERT_EQ(store[0]->chunk_count(), store[1]->chunk_count());
@@ -286,16 +303,7 @@ TEST(Fp4, GroupedChunksTakeTheirOwnStoresScales) {
 // the same index decodes from that store.
 TEST(Fp4, AScaleChunkDecodedForItsBlocksIsNotDecodedAgain) {
     TempDir dir;
-    PackOptions opt;
-    opt.chunk_bytes = 3000;
-    std::vector<std::vector<uint8_t>> files;
-    for (uint32_t seed : {21u, 22u}) {
-        const auto m = make_mx(2001, 16, seed);
-        files.push_back(test::make_safetensors({{"w.blocks", "U8", {2001, 16}, m.blocks}, {"w.scales", "U8", {2001}, m.scales}}));
-        const auto name = dir / ("m" + std::to_string(seed));
-        test::write_file(name.string() + ".safetensors", files.back());
-        pack_file(name.string() + ".safetensors", name.string() + ".ptwm", opt);
-    }
+    const auto files = pack_mx_stores(dir, 2001, {21, 22});
     const auto path = [&](int k) { return dir / ("m" + std::to_string(21 + k) + ".ptwm"); };
     const auto a = StoreReader::open(path(0)), b = StoreReader::open(path(1));
     const auto decoded = [](const StoreReader& r, size_t i) {
@@ -313,13 +321,7 @@ TEST(Fp4, AScaleChunkDecodedForItsBlocksIsNotDecodedAgain) {
     const size_t blocks = a->find_chunk(scales_at - 1), scales = a->find_chunk(a->header().tensors[1].end - 1);
     ASSERT_TRUE(is_grouped(a->chunk(blocks).decomposition));
     ASSERT_EQ(decoded(*a, blocks), original(0, *a, blocks));
-    // Damage the scale chunk's stored bytes.
-    const ChunkEntry s = a->chunk(scales);
-    {
-        std::fstream f(path(0), std::ios::in | std::ios::out | std::ios::binary);
-        f.seekp(static_cast<std::streamoff>(s.stored_offset + s.stored_length() / 2));
-        f.put('\x55').put('\xAA').put('\x55');
-    }
+    damage_chunk(path(0), a->chunk(scales));
     EXPECT_EQ(decoded(*a, scales), original(0, *a, scales));
     EXPECT_EQ(decoded(*b, scales), original(1, *b, scales));
     // A new reader of the damaged store decodes the chunk, and refuses it.
@@ -334,24 +336,13 @@ TEST(Fp4, AScaleChunkDecodedForItsBlocksIsNotDecodedAgain) {
 // a fetched chunk of the wrong size is an error.
 TEST(Fp4, GroupedChunksTakeTheirScalesFromTheFetchGiven) {
     TempDir dir;
-    PackOptions opt;
-    opt.chunk_bytes = 3000;
-    const auto m = make_mx(5001, 16, 31);
-    const auto file = test::make_safetensors({{"w.blocks", "U8", {5001, 16}, m.blocks}, {"w.scales", "U8", {5001}, m.scales}});
-    test::write_file(dir / "m.safetensors", file);
-    pack_file(dir / "m.safetensors", dir / "m.ptwm", opt);
-    const auto reader = StoreReader::open(dir / "m.ptwm");
+    const auto file = pack_mx_stores(dir, 5001, {31})[0];
+    const auto path = dir / "m31.ptwm";
+    const auto reader = StoreReader::open(path);
     const TensorInfo& scales = reader->header().tensors[1];
     const size_t first_scale_chunk = reader->find_chunk(scales.begin), end_scale_chunk = reader->find_chunk(scales.end - 1) + 1;
     ASSERT_GE(end_scale_chunk - first_scale_chunk, 2u) << "the scale tensor should span several chunks";
-    {
-        std::fstream f(dir / "m.ptwm", std::ios::in | std::ios::out | std::ios::binary);
-        for (size_t j = first_scale_chunk; j < end_scale_chunk; ++j) {
-            const ChunkEntry e = reader->chunk(j);
-            f.seekp(static_cast<std::streamoff>(e.stored_offset + e.stored_length() / 2));
-            f.put('\x55').put('\xAA').put('\x55');
-        }
-    }
+    for (size_t j = first_scale_chunk; j < end_scale_chunk; ++j) damage_chunk(path, reader->chunk(j));
     std::vector<size_t> fetched;
     const StoreReader::ScaleChunkFetch fetch = [&](size_t j) {
         fetched.push_back(j);
@@ -372,7 +363,7 @@ TEST(Fp4, GroupedChunksTakeTheirScalesFromTheFetchGiven) {
         ASSERT_FALSE(fetched.empty()) << "chunk " << i;
         for (size_t j : fetched) EXPECT_TRUE(j >= first_scale_chunk && j < end_scale_chunk) << "chunk " << i << " fetched " << j;
         std::vector<uint8_t> without(e.original_length);
-        EXPECT_THROW(StoreReader::open(dir / "m.ptwm")->decode_chunk(i, without), CorruptData) << "chunk " << i;
+        EXPECT_THROW(StoreReader::open(path)->decode_chunk(i, without), CorruptData) << "chunk " << i;
     }
     EXPECT_GT(grouped, 10u);
     const StoreReader::ScaleChunkFetch short_chunk = [](size_t) { return ChunkPtr(std::make_shared<ChunkData>(7)); };
