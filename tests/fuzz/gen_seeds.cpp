@@ -4,6 +4,7 @@
 //   OUT/planes/*           plane_decoders inputs: a chunk entry header and
 //                          the payload encode_chunk / encode_with produced
 // Deterministic (fixed PRNG seed) so regenerating gives the same corpus.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -220,6 +221,12 @@ int main(int argc, char** argv) {
     auto plane = scales(20000);
     plane.resize(16000);
     const auto small = scales(500);    // the 4-state layout
+    // rans2 codes at most 16 values: the same scales, clamped (no draws, so
+    // the seeds after these stay the same).
+    const auto sixteen = [](std::vector<uint8_t> b) {
+        for (auto& x : b) x = std::clamp<uint8_t>(x, 114, 129);
+        return b;
+    };
     struct Forced {
         const char* name;
         ptwm::Codec codec;
@@ -231,7 +238,9 @@ int main(int argc, char** argv) {
                                         {"rans0", ptwm::Codec::rans0, small},
                                         {"rans0_x32", ptwm::Codec::rans0, plane},
                                         {"rans1", ptwm::Codec::rans1, small},
-                                        {"rans1_x32", ptwm::Codec::rans1, plane}};
+                                        {"rans1_x32", ptwm::Codec::rans1, plane},
+                                        {"rans2", ptwm::Codec::rans2, sixteen(small)},
+                                        {"rans2_x32", ptwm::Codec::rans2, sixteen(plane)}};
     for (const auto& [name, codec, bytes] : forced) {
         ptwm::ChunkEntry e;
         e.decomposition = ptwm::Decomposition::stream;

@@ -249,29 +249,37 @@ TEST(ContextModels, LargeScaleTensorsKeepTheFastCodersBelowTheArchiveLevels) {
 
 // The block scales of a large model (rows of 180 scales, each row at its
 // own level, as in a gpt-oss expert's [2880, 5760] MXFP4 tensor) follow the
-// scale before them: above the scale model's tensor size order-1 rANS codes
-// them, well below their order-0 bound, E8M0 and NVFP4's E4M3 scales alike.
-// Not on planes the writer did not mark as scales: there order 1 stays
-// within 4 KiB (it never won on the float files' exponent planes).
-TEST(Codec, LargeModelsBlockScalesTakeOrderOneRans) {
-    std::mt19937 rng(13);
-    std::vector<uint8_t> scales(256u << 10);
-    for (size_t row = 0; row * 180 < scales.size(); ++row) {
-        const unsigned level = 112 + rng() % 16;
-        for (size_t i = row * 180; i < std::min(scales.size(), row * 180 + 180); ++i)
-            scales[i] = static_cast<uint8_t>(level - (rng() % 2) - (rng() % 4 == 0));
-    }
-    const std::vector<uint64_t> large = {4u << 20};
-    for (DType t : {DType::F8_E8M0, DType::F8_E4M3}) {
-        const TensorLayout marked{large, 0, t, {}, true};
-        const auto coded = encode_plane(scales, {}, &marked);
-        EXPECT_EQ(coded.codec, Codec::rans1) << name(coded.codec) << " on " << dtype_info(t).name;
-        EXPECT_LT(static_cast<double>(coded.payload.size()), 0.8 * order0_bits(scales) / 8);
-        std::vector<uint8_t> out(scales.size());
-        decode_plane(coded.codec, coded.payload, out, marked);
-        EXPECT_EQ(out, scales);
-        const TensorLayout unmarked{large, 0, t, {}};
-        EXPECT_NE(encode_plane(scales, {}, &unmarked).codec, Codec::rans1) << dtype_info(t).name;
+// scales before them: above the scale model's tensor size order-2 rANS
+// codes them where a chunk holds at most 16 values (rans2), order 1 where
+// it holds more, well below their order-0 bound, E8M0 and NVFP4's E4M3
+// scales alike. Not on planes the writer did not mark as scales: there
+// order 1 stays within 4 KiB (it never won on the float files' exponent
+// planes).
+TEST(Codec, LargeModelsBlockScalesTakeOrderOneOrTwoRans) {
+    for (unsigned levels : {6u, 16u}) {  // 8 values, 18 values
+        std::mt19937 rng(13);
+        std::vector<uint8_t> scales(256u << 10);
+        for (size_t row = 0; row * 180 < scales.size(); ++row) {
+            const unsigned level = 112 + rng() % levels;
+            for (size_t i = row * 180; i < std::min(scales.size(), row * 180 + 180); ++i)
+                scales[i] = static_cast<uint8_t>(level - (rng() % 2) - (rng() % 4 == 0));
+        }
+        const Codec expected = levels == 6 ? Codec::rans2 : Codec::rans1;
+        const std::vector<uint64_t> large = {4u << 20};
+        for (DType t : {DType::F8_E8M0, DType::F8_E4M3}) {
+            const TensorLayout marked{large, 0, t, {}, true};
+            const auto coded = encode_plane(scales, {}, &marked);
+            EXPECT_EQ(coded.codec, expected) << name(coded.codec) << " on " << dtype_info(t).name << ", " << levels << " levels";
+            EXPECT_LT(static_cast<double>(coded.payload.size()), 0.8 * order0_bits(scales) / 8);
+            if (expected == Codec::rans2)
+                EXPECT_LT(coded.payload.size(), encode_with(Codec::rans1, scales).size()) << dtype_info(t).name;
+            std::vector<uint8_t> out(scales.size());
+            decode_plane(coded.codec, coded.payload, out, marked);
+            EXPECT_EQ(out, scales);
+            const TensorLayout unmarked{large, 0, t, {}};
+            const Codec plain = encode_plane(scales, {}, &unmarked).codec;
+            EXPECT_TRUE(plain != Codec::rans1 && plain != Codec::rans2) << dtype_info(t).name;
+        }
     }
 }
 

@@ -312,8 +312,8 @@ TEST_F(DamagedStore, ChunkOutsideItsTensor) {
 
 TEST_F(DamagedStore, CodecIdThatDoesNotExist) {
     StoreModel m = model_;
-    m.entries[kPatternChunk].codec[0] = static_cast<ptwm::Codec>(12);
-    expect_open_error(assemble(m), {"index entry 2: plane 0 has unknown codec id 12"});
+    m.entries[kPatternChunk].codec[0] = static_cast<ptwm::Codec>(13);
+    expect_open_error(assemble(m), {"index entry 2: plane 0 has unknown codec id 13"});
 }
 
 TEST_F(DamagedStore, DecompositionIdThatDoesNotExist) {
@@ -448,8 +448,8 @@ TEST_F(DamagedStore, DecodedSizeDisagreesWithTheIndex) {
 
 TEST(DamagedPlane, UnknownCodecId) {
     Bytes out(16);
-    expect_error<ptwm::CorruptData>([&] { ptwm::decode_plane(static_cast<ptwm::Codec>(12), Bytes{1, 2}, out); },
-                                    {"unknown codec id 12"});
+    expect_error<ptwm::CorruptData>([&] { ptwm::decode_plane(static_cast<ptwm::Codec>(13), Bytes{1, 2}, out); },
+                                    {"unknown codec id 13"});
 }
 
 TEST(DamagedPlane, ConstantPayloadOfTwoBytes) {

@@ -31,6 +31,8 @@ enum class Codec : uint8_t {
                       // scales: needs the block scales
     scale_mix = 11,   // context model for block scale tensors (E8M0 or E4M3), its contexts and value
                       // split chosen per tensor (in the payload): needs the tensor's layout
+    rans2 = 12,       // order-2 rANS over at most 16 byte values (byte pairs under order 1), for the
+                      // block scales of large models
 };
 
 // Where a chunk's bytes sit in their tensor. The context models take their
