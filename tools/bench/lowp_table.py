@@ -87,7 +87,7 @@ def main():
                 r["f8"] = {"ours": sum(t["stored_bytes"] for t in f8) / orig, "bound": bound / orig}
             if a.speed and f8:
                 bench = os.path.join(a.build, "tools", "bench", "codec_bench")
-                out = subprocess.run([bench, "--json", "--no-cli", "--reps", "5", "--threads", "1", path]
+                out = subprocess.run([bench, "--json", "--no-cli", "--no-zipnn", "--reps", "5", "--threads", "1", path]
                                      + (["--level", str(a.level)] if a.level else []),
                                      check=True, stdout=subprocess.PIPE).stdout
                 r["speed"] = json.loads(out)
@@ -105,6 +105,10 @@ def fmt(r):
         s += f" | fp4 {fp['ours']:.4f} / {fp['bound']:.4f} {'OK' if fp['ours'] <= fp['bound'] else 'ABOVE'}"
     if "f8" in r:
         s += f" | f8 {r['f8']['ours']:.4f} / byte bound {r['f8']['bound']:.4f} {'OK' if r['f8']['ours'] <= r['f8']['bound'] else 'ABOVE'}"
+    if "speed" in r:
+        m = r["speed"][0]["in_memory_median_mbps"]
+        x = m["unpack1"] / m["zstd3_decompress"]
+        s += f" | decode {m['unpack1']:.0f} / zstd -d {m['zstd3_decompress']:.0f} MB/s {x:.2f}x {'OK' if x >= 1 else 'BELOW'}"
     return s
 
 
