@@ -102,7 +102,8 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
     // or a high rank that is not the rank before, is damage.
     std::array<uint8_t, 16> value{};
     for (unsigned r = 0; r < k; ++r) value[r] = payload[1 + r];
-    if (!map_pairs(out, value, k)) throw CorruptData("pair-rANS plane: a pair that does not follow the one before");
+    if (!map_pairs(out, value, k))
+        throw CorruptData("pair-rANS plane: a rank outside its " + std::to_string(k) + " values, or a pair that does not follow the one before");
 }
 
 }  // namespace ptwm::pair_rans
