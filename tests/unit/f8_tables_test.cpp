@@ -188,14 +188,18 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
     const TensorLayout layout{shape, 0, DType::F8_E4M3, {}};
     const auto chosen = f8tables::encode(std::span<const uint8_t>(kernel).first(2048), layout);
     EXPECT_EQ(chosen[0] & 24, 24) << "a 2 KiB chunk takes the state-signs layout";
+    EXPECT_EQ(f8tables::encode(std::span<const uint8_t>(kernel).first(16383), layout)[0] & 56, 24)
+        << "below 16 KiB, 32 states";
+    EXPECT_EQ(f8tables::encode(std::span<const uint8_t>(kernel).first(16384), layout)[0] & 56, 56)
+        << "from 16 KiB, 64";
     const auto full = f8tables::encode(kernel, layout);
     EXPECT_EQ(full[0] & 56, 56) << "a 131 KiB chunk takes 64 states";
     // The tables' slots fit the decoder's L1 budget: 2^13 words in all.
     EXPECT_LE((full[0] & 3u) + full[1], 13u) << "classes " << (1u << (full[0] & 3u)) << " of " << unsigned{full[1]} << " bits";
     expect_round_trip(kernel, full, "encoder's choice");
-    // 64 states of 32 bits carry 1920 signs: about 9 bits a state lost
-    // (a final state holds some 23 bits), against 4 states' 24 bits each;
-    // and the precision is at most 12 bits.
+    // 64 states carry 1920 signs: about 3.5 bits a packed state lost
+    // (srans::States::packed), against 4 states' some 9 bits each; and the
+    // precision is at most 12 bits.
     const auto narrow = f8tables::encode_with(kernel, layout, {full[0] & 3u, full[1], false, false});
     EXPECT_LE(full.size(), narrow.size() + 96);
     // The plane contest gives the SIMD layouts no speed margin against rANS.
@@ -205,8 +209,7 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
     std::vector<uint8_t> out(kernel.size());
     for (auto [flags, why] : {std::pair{full[0] & ~8u, "state signs without the wide layout"},
                               std::pair{full[0] | 4u, "coded signs in it"}, std::pair{(full[0] & ~16u) | 64u, "row classes without state signs"},
-                              std::pair{(full[0] & ~16u) | 32u, "64 states without state signs"},
-                              std::pair{full[0] | 128u, "an unknown flag"}}) {
+                              std::pair{(full[0] & ~16u) | 32u, "64 states without state signs"}}) {
         auto bad = full;
         bad[0] = static_cast<uint8_t>(flags);
         EXPECT_THROW(f8tables::decode(bad, out), CorruptData) << why;
@@ -299,6 +302,32 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
 // offsets inside rows (some hundred thousand quotients, some of them
 // integers, where the reciprocal may fall short). On CPUs without AVX-512
 // both runs are the byte-by-byte encoder.
+// Stores written before packed final states (flag 128 clear: four bytes a
+// state) still decode, in every layout; the packed ones are smaller.
+TEST(F8Tables, StreamsWithFourByteStatesStillDecode) {
+    const auto kernel = fp8_kernel(400, 96, 9);
+    const std::vector<uint64_t> shape = {400, 96};
+    const TensorLayout layout{shape, 0, DType::F8_E4M3, {}};
+    const f8tables::Choice choices[] = {
+        {2, 12, false, false},                     // 4 states, raw signs
+        {2, 12, true, false},                      // 4 states, coded signs
+        {2, 12, false, true},                      // 32 states
+        {2, 12, false, true, true},                // 32 states with the last signs
+        {2, 12, false, true, true, true},          // 64
+        {2, 12, false, true, true, false, true}};  // 32, classes per row
+    for (f8tables::Choice ch : choices) {
+        ch.packed_states = false;
+        const auto words = f8tables::encode_with(kernel, layout, ch);
+        ch.packed_states = true;
+        const auto packed = f8tables::encode_with(kernel, layout, ch);
+        EXPECT_EQ(words[0] & 128, 0);
+        EXPECT_EQ(packed[0], words[0] | 128);
+        EXPECT_LT(packed.size(), words.size()) << "flags " << unsigned{packed[0]};
+        expect_round_trip(kernel, words, "four-byte states");
+        expect_round_trip(kernel, packed, "packed states");
+    }
+}
+
 TEST(F8Tables, SimdEncoderWritesTheScalarEncodersBytes) {
     const auto kernel = fp8_kernel(1400, 96, 11);
     std::vector<uint8_t> any(70000);
@@ -398,8 +427,9 @@ TEST(F8Tables, DamagedPayloadsAreCorruptDataNeverACrash) {
         } catch (const CorruptData&) {
         }
     }
+    // The final states read in the other layout (four bytes each).
     auto flags = good;
-    flags[0] |= 0x80;
+    flags[0] &= 0x7F;
     EXPECT_THROW(f8tables::decode(flags, out), CorruptData);
     auto prec = good;
     prec[1] = 16;

@@ -54,6 +54,28 @@ TEST(Fp4Tables, RoundTripsAnyBlockCount) {
         }
 }
 
+// Stores written before packed final states (four bytes a state, the wide
+// states from 2^30) still decode; the packed ones are smaller.
+TEST(Fp4Tables, StreamsWithFourByteStatesStillDecode) {
+    for (auto kind : kKinds)
+        for (size_t n : {size_t{100}, size_t{1000}, size_t{9000}}) {  // 4 states, wide, split
+            const Blocks m = make_blocks(kind, n, static_cast<uint32_t>(n + 7));
+            fp4tables::write_packed_states(false);
+            const auto words = fp4tables::encode(m.blocks, m.scales, kind);
+            fp4tables::write_packed_states(true);
+            const auto packed = fp4tables::encode(m.blocks, m.scales, kind);
+            const std::string what = std::to_string(n) + " blocks, kind " + std::to_string(static_cast<int>(kind));
+            EXPECT_EQ(words[0] & 8, 0) << what;
+            EXPECT_EQ(packed[0] & 8, 8) << what;
+            EXPECT_LT(packed.size(), words.size()) << what;
+            for (const auto* payload : {&words, &packed}) {
+                std::vector<uint8_t> out(m.blocks.size(), 0xAA);
+                fp4tables::decode(*payload, out, m.scales);
+                EXPECT_EQ(out, m.blocks) << what;
+            }
+        }
+}
+
 // From 4 KiB of blocks the stream has 32 states that start from the last
 // 224 values; AVX-512 codes and decodes them 32 values at a time and other
 // CPUs one by one. Both must write the same bytes and give every byte back,
@@ -224,22 +246,24 @@ TEST(Fp4Tables, DamagedPayloadsAreErrorsThatNameTheCodec) {
 TEST(Fp4Tables, DamagedSplitPayloadsAreErrors) {
     const Blocks m = make_blocks(fp4tables::Kind::nv, 9000, 6);
     const auto good = fp4tables::encode(m.blocks, m.scales, fp4tables::Kind::nv);
-    ASSERT_EQ(good[0], 1 | 2 | 4) << "NV, wide, split";
+    ASSERT_EQ(good[0], 1 | 2 | 4 | 8) << "NV, wide, split, packed states";
     const size_t n = m.blocks.size();
-    // The length field: the two-byte varint after the count (2) whose value
-    // leaves the second stream about as long as the first.
-    size_t at = 0, first = 0;
-    for (size_t k = 5; k + 2 < good.size() && !at; ++k) {
-        const size_t v = (good[k] & 0x7Fu) | size_t{good[k + 1]} << 7;
-        if (good[k - 1] == 2 && (good[k] & 0x80) && !(good[k + 1] & 0x80) && k + 2 + v < good.size() &&
-            std::abs(static_cast<long>(good.size() - k - 2 - v) - static_cast<long>(v)) < 256)
-            at = k, first = v;
+    // The length field: the varint after the count (2) whose value leaves
+    // the second stream about as long as the first (three bytes here: the
+    // streams are some 22 KB each).
+    size_t at = 0, width = 0, first = 0;
+    for (size_t k = 5; k + 3 < good.size() && !at; ++k) {
+        size_t v = 0, w = 0;
+        while (w < 3 && (w == 0 || (good[k + w - 1] & 0x80))) v |= size_t{good[k + w] & 0x7Fu} << (7 * w), ++w;
+        if (good[k - 1] == 2 && !(good[k + w - 1] & 0x80) && k + w + v < good.size() &&
+            std::abs(static_cast<long>(good.size() - k - w - v) - static_cast<long>(v)) < 256)
+            at = k, width = w, first = v;
     }
     ASSERT_NE(at, 0u) << "no length field found";
+    // Another length in as many bytes (LEB128 may pad with 0x80 bytes).
     const auto with_length = [&](size_t v) {
         auto bad = good;
-        bad[at] = static_cast<uint8_t>(0x80 | (v & 0x7F));
-        bad[at + 1] = static_cast<uint8_t>(v >> 7);
+        for (size_t b = 0; b < width; ++b) bad[at + b] = static_cast<uint8_t>(((v >> (7 * b)) & 0x7F) | (b + 1 < width ? 0x80 : 0));
         return bad;
     };
     for (size_t v : {first - 2, first + 2, size_t{0}, good.size()})

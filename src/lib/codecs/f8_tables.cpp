@@ -39,7 +39,10 @@ constexpr uint64_t kClassRows = 2;
 constexpr unsigned kMaxLog2Classes = 3;
 constexpr unsigned kFinePrec = 14, kCoarsePrec = 12;  // the precisions the encoder weighs
 constexpr unsigned kFlagClasses = 3, kFlagCodedSigns = 4, kFlagWide = 8, kFlagStateSigns = 16, kFlagSixtyFour = 32,
-                   kFlagRowClasses = 64;
+                   kFlagRowClasses = 64, kFlagPackedStates = 128;
+// Flag 128: the rANS stream's final states are packed (srans::States), in
+// every layout; the encoder always sets it. Without it (stores written
+// before) they take four bytes each.
 // The wide layout: 32 states, two vectors of 16 that step together with
 // gathered table loads. Its states cost 112 bytes more than four, under
 // 0.1% of the payload from 128 KiB (0.05% at the default 256 KiB chunk),
@@ -56,16 +59,19 @@ constexpr size_t kWideLanes = 32;
 // tensors are 18-110 KiB, below the 128 KiB the plain wide layout needed.
 // Its frequencies are at most 2^12, so a slot's symbol, frequency and
 // offset fit one 32-bit word: one gather a state. With flag 32 it has 64
-// states (four vectors: more chains in flight, 1.2x the speed) for 36 bytes
-// more.
+// states (four vectors: more chains in flight, 1.2-1.45x the speed) for
+// some 14 bytes more (packed final states; 36 with four bytes a state).
 constexpr unsigned kStateSignBits = 30;
 constexpr uint32_t kStateSignsMaxFreq = 1u << 12;
-constexpr size_t kStateSignsMin = 2048;  // below, 4 states (16 bytes) are cheaper than 32 (128 - n/8)
-// 64 states from 64 KiB: on esrgan's F8 file (150 tensors of 18-110 KiB)
-// 64 states everywhere decoded 11% faster than this, 32 everywhere 8%
-// slower, for 0.09% and -0.03% in size; 64 everywhere put the file above
-// its whole-byte bound.
-constexpr size_t kSixtyFourMin = 64u << 10;
+constexpr size_t kStateSignsMin = 2048;  // below, 4 states are cheaper than 32
+// 64 states from 16 KiB. With four-byte final states they took 36 bytes
+// more than 32 and started at 64 KiB: from 16 KiB they decoded esrgan's FP8
+// files (150 tensors of 18-110 KiB) 17-25% faster but put two of them
+// above their whole-byte bound. Packed states (flag 128) saved more than
+// that costs: from 16 KiB every FP8 file is 0.02-0.06% smaller than with
+// four-byte states at 64 KiB. From 4 KiB, the derived posenet and movenet
+// files grew 0.005-0.01% more, for no speed that rose above the noise.
+constexpr size_t kSixtyFourMin = 16u << 10;
 // The encoder's precisions: up to 12 bits. 13 and 14 (whose slots fit when
 // no symbol takes more than 2^12 of them) saved 0.03% on esrgan's F8 file
 // and decoded 10-15% slower (tables of 8-16K slots built per chunk, and
@@ -642,7 +648,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) uint8_t* encode_ro
 template <bool CodedSigns, bool Classes, size_t Lanes = srans::kLanes>
 void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymbol>& sym, std::span<const uint8_t> cls,
                 uint64_t period, uint64_t phase, const std::array<uint32_t, Lanes>& start, std::vector<uint8_t>& out,
-                const std::vector<uint32_t>& fc = {}, unsigned prec = 0) {
+                const std::vector<uint32_t>& fc = {}, unsigned prec = 0, srans::States states = srans::States::packed) {
     const size_t n = in.size();
     // Two more words a state: a start state above 2^16 moves one word out
     // at its first symbol.
@@ -689,7 +695,7 @@ void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymb
             for (size_t lane = Lanes; lane-- > 0;) code(x[lane], i - Lanes + lane);
     }
     buf.cursor() = p;
-    buf.finish(x, out);
+    buf.finish(x, out, states);
 }
 
 // A coded sign that is always the same (block scales, exponents: bytes
@@ -722,7 +728,7 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
     out.reserve(n + n / 8 + 1024);
     out.push_back(static_cast<uint8_t>(ch.log2_classes | (ch.coded_signs ? kFlagCodedSigns : 0u) | (ch.wide ? kFlagWide : 0u) |
                                        (ch.state_signs ? kFlagStateSigns : 0u) | (ch.sixty_four ? kFlagSixtyFour : 0u) |
-                                       (ch.row_classes ? kFlagRowClasses : 0u)));
+                                       (ch.row_classes ? kFlagRowClasses : 0u) | (ch.packed_states ? kFlagPackedStates : 0u)));
     out.push_back(static_cast<uint8_t>(ch.prec));
     if (ch.log2_classes) {
         put_varint(out, p.period);
@@ -736,6 +742,7 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
         w.flush();
     }
     const size_t state_lanes = ch.sixty_four ? 64 : 32;
+    const srans::States states = ch.packed_states ? srans::States::packed : srans::States::words;
     std::array<uint32_t, 64> state_start;
     if (!ch.coded_signs) {
         const size_t at = out.size();
@@ -797,25 +804,25 @@ std::vector<uint8_t> write(std::span<const uint8_t> in, const Plan& p, Choice ch
     }
 #endif
     if (ch.sixty_four) {
-        if (ch.log2_classes) code_bytes<false, true, 64>(in, sym, cls, period, phase, state_start, out, fc, ch.prec);
-        else code_bytes<false, false, 64>(in, sym, cls, period, phase, state_start, out, fc, ch.prec);
+        if (ch.log2_classes) code_bytes<false, true, 64>(in, sym, cls, period, phase, state_start, out, fc, ch.prec, states);
+        else code_bytes<false, false, 64>(in, sym, cls, period, phase, state_start, out, fc, ch.prec, states);
     } else if (ch.state_signs) {
         std::array<uint32_t, 32> start32;
         std::copy_n(state_start.begin(), 32, start32.begin());
-        if (ch.log2_classes) code_bytes<false, true, 32>(in, sym, cls, period, phase, start32, out, fc, ch.prec);
-        else code_bytes<false, false, 32>(in, sym, cls, period, phase, start32, out, fc, ch.prec);
+        if (ch.log2_classes) code_bytes<false, true, 32>(in, sym, cls, period, phase, start32, out, fc, ch.prec, states);
+        else code_bytes<false, false, 32>(in, sym, cls, period, phase, start32, out, fc, ch.prec, states);
     } else if (ch.wide) {
-        if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec);
-        else code_bytes<false, false, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec);
+        if (ch.log2_classes) code_bytes<false, true, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec, states);
+        else code_bytes<false, false, kWideLanes>(in, sym, cls, period, phase, wide_start, out, fc, ch.prec, states);
     } else {
         // (A sign that never changes is not coded: see constant_sign.)
         const bool sign_moves = ch.coded_signs && constant_sign(t[0], ch.prec) < 0;
         if (ch.log2_classes) {
-            if (sign_moves) code_bytes<true, true>(in, sym, cls, period, phase, start, out);
-            else code_bytes<false, true>(in, sym, cls, period, phase, start, out);
+            if (sign_moves) code_bytes<true, true>(in, sym, cls, period, phase, start, out, {}, 0, states);
+            else code_bytes<false, true>(in, sym, cls, period, phase, start, out, {}, 0, states);
         } else {
-            if (sign_moves) code_bytes<true, false>(in, sym, cls, period, phase, start, out);
-            else code_bytes<false, false>(in, sym, cls, period, phase, start, out);
+            if (sign_moves) code_bytes<true, false>(in, sym, cls, period, phase, start, out, {}, 0, states);
+            else code_bytes<false, false>(in, sym, cls, period, phase, start, out, {}, 0, states);
         }
     }
     return out;
@@ -1500,8 +1507,7 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
     const bool coded_signs = flags & kFlagCodedSigns;
     const bool wide = flags & kFlagWide, state_signs = flags & kFlagStateSigns, sixty_four = flags & kFlagSixtyFour;
     const bool row_classes = flags & kFlagRowClasses;
-    if (flags & ~(kFlagClasses | kFlagCodedSigns | kFlagWide | kFlagStateSigns | kFlagSixtyFour | kFlagRowClasses))
-        throw CorruptData("f8-tables: unknown flags");
+    const srans::States states = flags & kFlagPackedStates ? srans::States::packed : srans::States::words;
     if (row_classes && (!state_signs || !log2k)) throw CorruptData("f8-tables: row classes without their layout");
     if (wide && coded_signs) throw CorruptData("f8-tables: coded signs in the wide layout");
     if ((state_signs && !wide) || (sixty_four && !state_signs)) throw CorruptData("f8-tables: state signs without their layout");
@@ -1569,10 +1575,10 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
                              [&](size_t i, size_t len, size_t r) { std::fill_n(first.data() + i, len, at(cls[r])); });
             });
             if (sixty_four) {
-                srans::DecodeState<64> d(payload);
+                srans::DecodeState<64> d(payload, states);
                 decode_state_signs(tables, ext, signs, prec, period, phase, d, out);
             } else {
-                srans::DecodeState<32> d(payload);
+                srans::DecodeState<32> d(payload, states);
                 decode_state_signs(tables, ext, signs, prec, period, phase, d, out);
             }
         };
@@ -1583,12 +1589,12 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
     std::vector<srans::DecodeTable> t;
     for (const Table& x : tables) t.push_back(srans::decode_table(x, prec));
     if (wide) {
-        srans::DecodeState<kWideLanes> d(payload);
+        srans::DecodeState<kWideLanes> d(payload, states);
         decode_wide(t, cls, signs, prec, period, phase, d, out);
         d.finish();
         return;
     }
-    srans::DecodeState<> d(payload);
+    srans::DecodeState<> d(payload, states);
     // A sign that never changes decodes by the faster loop, as raw signs
     // all equal (see constant_sign).
     const int sign = coded_signs ? constant_sign(tables[0], prec) : -1;

@@ -40,6 +40,7 @@ struct Choice {
     bool state_signs = false;   // wide only, frequencies <= 2^12: the last signs in the start states, one-word slots
     bool sixty_four = false;    // state signs only: 64 states instead of 32
     bool row_classes = false;   // state signs and classes only: a class per row of the chunk, not per column
+    bool packed_states = true;  // false: four-byte final states, as stores written before them (tests)
 };
 
 // `layout.shape` and `layout.offset` give the column period and phase.

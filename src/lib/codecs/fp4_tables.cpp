@@ -34,12 +34,15 @@ constexpr size_t kHeaderBytes = 4;  // flags (kind, wide), base, groups, precisi
 constexpr uint8_t kWideFlag = 2;
 // The wide layout: 32 states, which an AVX-512 decoder steps at once (an MX
 // block's 32 values, or two NV blocks, a round: one table per 16 lanes).
-// The states start from the last values, 7 a state above 2^30, so they
-// carry 28 bits of data each instead of starting empty at 2^15: 32 states
-// cost about as much as 4 did (f8-tables' state-signs layout, for nibbles).
+// The states start from the last values, 7 a state above 2^28 (2^30 in
+// stores without packed states), so they carry 28 bits of data each
+// instead of starting empty at 2^15: 32 states cost about as much as 4 did
+// (f8-tables' state-signs layout, for nibbles). A start state's bits
+// beyond its values are lost to the stream: above 2^30, 2.2 bits a state;
+// above 2^28, 0.5.
 constexpr unsigned kWideLanes = 32;
 constexpr unsigned kRawPerState = 7;
-constexpr uint32_t kRawBase = 1u << 30;
+constexpr uint32_t kRawBase = 1u << 28, kWordsRawBase = 1u << 30;
 // Chunks of blocks from this size take the wide layout. Its states cost
 // some 40 bytes a chunk more than 4 states (the final states hold about 11
 // bits each beyond what they started with, and the 224 values in them are
@@ -61,11 +64,19 @@ constexpr size_t kWideMinBytes = 4096;
 // tensor of that shape, whose values code only 0.05% below their order-0
 // bound, above it. The decoder takes any K up to kMaxStreams.
 constexpr uint8_t kSplitFlag = 4;
+// Byte 0 bit 3: the rANS streams' final states are packed (srans::States),
+// in every layout, and the wide layout's start at kRawBase; the encoder
+// always sets it. Without it (stores written before) the final states take
+// four bytes each and the wide ones start at kWordsRawBase.
+constexpr uint8_t kPackedStatesFlag = 8;
 constexpr unsigned kMaxStreams = 4;
 constexpr size_t kSplitMinBytes = 64u << 10;
 // Tests and fuzz seeds move them (split_from).
 std::atomic<unsigned> g_split_streams{2};
 std::atomic<size_t> g_split_min{kSplitMinBytes};
+// Tests: false writes four-byte final states (and starts above
+// kWordsRawBase), as stores written before packed states.
+std::atomic<bool> g_packed_states{true};
 
 // The first block of part k of K over m blocks.
 size_t part_begin(size_t m, unsigned streams, unsigned k) { return static_cast<size_t>(uint64_t{m} * k / streams); }
@@ -308,9 +319,11 @@ struct WidePart {
     srans::DecodeState<kWideLanes> d;
     std::span<const uint8_t> scales;
     std::span<uint8_t> out;
+    uint32_t raw_base;  // what the final states hold the last values above
     size_t values, coded, i = 0;
-    WidePart(std::span<const uint8_t> stream, std::span<const uint8_t> sc, std::span<uint8_t> o)
-        : d(stream), scales(sc), out(o), values(2 * o.size()),
+    WidePart(std::span<const uint8_t> stream, srans::States states, std::span<const uint8_t> sc, std::span<uint8_t> o)
+        : d(stream, states), scales(sc), out(o), raw_base(states == srans::States::packed ? kRawBase : kWordsRawBase),
+          values(2 * o.size()),
           coded(values - std::min<size_t>(values, kRawPerState * kWideLanes)) {}
 };
 
@@ -550,9 +563,9 @@ void finish_wide(WidePart& w, const WideTables& t) {
     if (p != w.d.end) throw CorruptData("fp4-tables: bytes left after the stream");
     for (unsigned j = 0; j < kWideLanes; ++j) {
         const uint32_t x = w.d.x[j];
-        if (x < kRawBase || x - kRawBase >= (1u << (4 * kRawPerState)))
+        if (x < w.raw_base || x - w.raw_base >= (1u << (4 * kRawPerState)))
             throw CorruptData("fp4-tables: stream does not end where it started");
-        uint32_t r = x - kRawBase;
+        uint32_t r = x - w.raw_base;
         for (unsigned b = 0; b < kRawPerState; ++b, r >>= 4) {
             const size_t at = w.coded + kRawPerState * j + b;
             if (at < w.values) put_value(w.out.data(), at, r & 15);
@@ -565,8 +578,8 @@ void finish_wide(WidePart& w, const WideTables& t) {
 // last values from the final states. Split: 2 to kMaxStreams such streams,
 // each over a part of the blocks, whose SIMD rounds are stepped together
 // while all have some.
-void decode_wide(std::span<const uint8_t> stream, std::span<const uint8_t> scales, std::span<uint8_t> out, bool split,
-                 const WideTables& t) {
+void decode_wide(std::span<const uint8_t> stream, srans::States states, std::span<const uint8_t> scales,
+                 std::span<uint8_t> out, bool split, const WideTables& t) {
     unsigned streams = 1;
     std::array<uint64_t, kMaxStreams> length{};
     if (split) {
@@ -586,7 +599,7 @@ void decode_wide(std::span<const uint8_t> stream, std::span<const uint8_t> scale
     parts.reserve(streams);
     for (unsigned k = 0; k < streams; ++k) {
         const size_t from = part_begin(scales.size(), streams, k), to = part_begin(scales.size(), streams, k + 1);
-        parts.emplace_back(stream.first(length[k]), scales.subspan(from, to - from), out.subspan(from * bb, (to - from) * bb));
+        parts.emplace_back(stream.first(length[k]), states, scales.subspan(from, to - from), out.subspan(from * bb, (to - from) * bb));
         stream = stream.subspan(length[k]);
     }
 #ifdef PTWM_FP4_WIDE_AVX512
@@ -620,7 +633,7 @@ namespace {
 // its words, appended to `out`.
 void encode_wide_stream(std::span<const uint8_t> blocks, std::span<const uint8_t> scales, Kind kind,
                         const std::vector<srans::EncodeSymbol>& sym, const std::array<uint8_t, 256>& group,
-                        std::vector<uint8_t>& out) {
+                        srans::States states, std::vector<uint8_t>& out) {
     const unsigned bb = block_bytes(kind);
     const srans::EncodeSymbol* const sy = sym.data();
     // Back to front from states holding the last values; value i on
@@ -635,7 +648,7 @@ void encode_wide_stream(std::span<const uint8_t> blocks, std::span<const uint8_t
             const size_t at = coded + kRawPerState * j + b;
             if (at < values) r |= value_at(blocks.data(), at) << (4 * b);
         }
-        x[j] = kRawBase + r;
+        x[j] = (states == srans::States::packed ? kRawBase : kWordsRawBase) + r;
     }
     // One more word a state: a start above 2^16 moves one out at once.
     srans::EncodeBuffer buf(coded + kWideLanes, kWideLanes);
@@ -669,7 +682,7 @@ void encode_wide_stream(std::span<const uint8_t> blocks, std::span<const uint8_t
         }
     }
     buf.cursor() = reinterpret_cast<uint8_t*>(q);
-    buf.finish(x, out);
+    buf.finish(x, out, states);
 }
 
 }  // namespace
@@ -706,7 +719,10 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
 
     const bool wide = blocks.size() >= kWideMinBytes;
     const bool split = wide && blocks.size() >= g_split_min.load(std::memory_order_relaxed);
-    const auto flags = static_cast<uint8_t>(static_cast<uint8_t>(kind) | (wide ? kWideFlag : 0) | (split ? kSplitFlag : 0));
+    const bool packed = g_packed_states.load(std::memory_order_relaxed);
+    const srans::States states = packed ? srans::States::packed : srans::States::words;
+    const auto flags = static_cast<uint8_t>(static_cast<uint8_t>(kind) | (wide ? kWideFlag : 0) | (split ? kSplitFlag : 0) |
+                                            (packed ? kPackedStatesFlag : 0));
     std::vector<uint8_t> out = {flags, grouping.base, grouping.groups, static_cast<uint8_t>(prec)};
     {
         srans::BitWriter w(out);
@@ -729,14 +745,14 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
         for (unsigned k = 0; k < streams; ++k) {
             const size_t from = part_begin(scales.size(), streams, k), to = part_begin(scales.size(), streams, k + 1);
             encode_wide_stream(blocks.subspan(from * bb, (to - from) * bb), scales.subspan(from, to - from), kind, sym, group,
-                               part[k]);
+                               states, part[k]);
             if (k + 1 < streams) put_varint(out, part[k].size());
         }
         for (const auto& p : part) out.insert(out.end(), p.begin(), p.end());
         return out;
     }
     if (wide) {
-        encode_wide_stream(blocks, scales, kind, sym, group, out);
+        encode_wide_stream(blocks, scales, kind, sym, group, states, out);
         return out;
     }
     const srans::EncodeSymbol* const sy = sym.data();
@@ -757,7 +773,7 @@ std::vector<uint8_t> encode(std::span<const uint8_t> blocks, std::span<const uin
         }
     }
     buf.cursor() = p;
-    buf.finish(x, out);
+    buf.finish(x, out, states);
     return out;
 }
 
@@ -765,9 +781,11 @@ namespace {
 
 void decode_payload(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<const uint8_t> scales) {
     if (payload.size() < kHeaderBytes) throw CorruptData("fp4-tables: payload shorter than its header");
-    if (payload[0] & ~(1u | kWideFlag | kSplitFlag)) throw CorruptData("fp4-tables: unknown flags " + std::to_string(payload[0]));
+    if (payload[0] & ~(1u | kWideFlag | kSplitFlag | kPackedStatesFlag))
+        throw CorruptData("fp4-tables: unknown flags " + std::to_string(payload[0]));
     const Kind kind = static_cast<Kind>(payload[0] & 1);
     const bool wide = payload[0] & kWideFlag, split = payload[0] & kSplitFlag;
+    const srans::States states = payload[0] & kPackedStatesFlag ? srans::States::packed : srans::States::words;
     if (split && !wide) throw CorruptData("fp4-tables: the split layout without the wide one");
     const Grouping grouping{payload[1], payload[2]};
     const unsigned prec = payload[3];
@@ -805,10 +823,10 @@ void decode_payload(std::span<const uint8_t> payload, std::span<uint8_t> out, st
     const uint32_t* const slots = t_slots.data();
     const auto stream = payload.subspan(kHeaderBytes + r.bytes_used());
     if (wide) {
-        decode_wide(stream, scales, out, split, WideTables{group, slots, by_lanes ? lanes.data() : nullptr, starts, prec, kind});
+        decode_wide(stream, states, scales, out, split, WideTables{group, slots, by_lanes ? lanes.data() : nullptr, starts, prec, kind});
         return;
     }
-    srans::DecodeState<> d(stream);
+    srans::DecodeState<> d(stream, states);
     switch (prec) {
         case 10: decode_blocks<10>(scales, group, slots, bb, d, out.data()); break;
         case 11: decode_blocks<11>(scales, group, slots, bb, d, out.data()); break;
@@ -833,6 +851,8 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<
 void allow_simd(bool allowed) { g_simd_allowed.store(allowed ? 2 : 0, std::memory_order_relaxed); }
 
 void allow_lane_tables(bool allowed) { g_lane_tables_allowed.store(allowed, std::memory_order_relaxed); }
+
+void write_packed_states(bool packed) { g_packed_states.store(packed, std::memory_order_relaxed); }
 
 void split_from(size_t bytes, unsigned streams) {
     g_split_min.store(bytes ? bytes : kSplitMinBytes, std::memory_order_relaxed);

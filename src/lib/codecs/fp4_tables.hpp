@@ -55,5 +55,9 @@ void allow_lane_tables(bool allowed);
 // blocks) from this many bytes of wide blocks, with this many streams
 // (2 to 4); 0 bytes: back to the default.
 void split_from(size_t bytes, unsigned streams = 2);
+// Tests: false writes the streams' final states in four bytes each (and
+// the wide states from 2^30), as stores written before packed states,
+// which readers still decode (default: packed).
+void write_packed_states(bool packed);
 
 }  // namespace ptwm::fp4tables

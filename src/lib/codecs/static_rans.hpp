@@ -23,7 +23,9 @@
 // 16-bit word, so both directions can do it without a branch (a byte-wise
 // coder moves 0, 1 or 2 bytes, and mispredicted that at every other symbol).
 // Streams are written back to front and read front to back; the four final
-// states come first, then the words, all little-endian.
+// states come first, then the words, all little-endian. The final states
+// take four bytes each (htscodecs' layout), or are packed (States::packed,
+// see put_packed_states) where a codec's payload says so.
 #pragma once
 
 #include <algorithm>
@@ -372,6 +374,67 @@ inline std::vector<EncodeSymbol> encode_symbols(const Table& t, unsigned prec) {
     return out;
 }
 
+// How a stream's final states are written, at its start.
+//   words:  four bytes each, lane 0 first (htscodecs' layout; f8-tables and
+//           fp4-tables streams of stores written before packed states).
+//   packed: a state in [kLow, kLow << 16) has 16 to 31 significant bits.
+//           First each state's bit count less 16, a nibble a lane (lane 0
+//           in the low nibble of the first byte), then each state's bits
+//           below its leading one, lane 0 first, least significant first,
+//           the last byte padded with zeros.
+// A coder's final states are spread about as 1/x over their range, so a
+// four-byte state holds some 9 bits that say nothing; packed, a state costs
+// its own bits plus about 3.5, the least any code of such states can (the
+// 1/x spread's entropy is log2 x + log2(16 ln 2) bits): 0.7 bytes a state
+// less, 22 bytes for 32 states, 44 for 64. The nibbles come first so that a
+// decoder finds every state's bits with a prefix sum, not a chain of reads.
+enum class States : uint8_t { words, packed };
+
+template <size_t Lanes>
+void put_packed_states(const std::array<uint32_t, Lanes>& x, std::vector<uint8_t>& out) {
+    static_assert(Lanes % 2 == 0);
+    for (size_t lane = 0; lane < Lanes; lane += 2) {
+        const auto len = [&](size_t k) { return static_cast<unsigned>(std::bit_width(x[k])) - 16; };
+        out.push_back(static_cast<uint8_t>(len(lane) | len(lane + 1) << 4));
+    }
+    BitWriter w(out);
+    for (uint32_t s : x) {
+        const auto below = static_cast<unsigned>(std::bit_width(s)) - 1;
+        w.put(s & ((1u << below) - 1), below);
+    }
+    w.flush();
+}
+
+// Reads put_packed_states' states into x; returns the bytes they take.
+template <size_t Lanes>
+size_t get_packed_states(std::span<const uint8_t> in, std::array<uint32_t, Lanes>& x) {
+    static_assert(Lanes % 2 == 0);
+    if (in.size() < Lanes / 2) throw CorruptData("static rANS: stream shorter than its states");
+    std::array<unsigned, Lanes> below, at;
+    size_t bits = 0;
+    for (size_t lane = 0; lane < Lanes; ++lane) {
+        below[lane] = 15 + ((in[lane / 2] >> (4 * (lane & 1))) & 15u);
+        at[lane] = static_cast<unsigned>(bits);
+        bits += below[lane];
+    }
+    const std::span<const uint8_t> body = in.subspan(Lanes / 2);
+    const size_t bytes = (bits + 7) / 8;
+    if (body.size() < bytes) throw CorruptData("static rANS: stream shorter than its states");
+    for (size_t lane = 0; lane < Lanes; ++lane) {
+        const size_t first = at[lane] / 8;
+        uint64_t w = 0;
+        if (first + 8 <= body.size()) {
+            std::memcpy(&w, body.data() + first, 8);
+            if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
+        } else {
+            for (size_t k = 0; first + k < body.size(); ++k) w |= uint64_t{body[first + k]} << (8 * k);
+        }
+        const unsigned b = below[lane];
+        x[lane] = 1u << b | static_cast<uint32_t>((w >> (at[lane] % 8)) & ((1u << b) - 1));
+    }
+    return Lanes / 2 + bytes;
+}
+
 // The encoder's output: written back to front into a buffer sized for the
 // worst case (a word a symbol), so the hot loop has no capacity checks.
 // Callers keep the states in locals.
@@ -392,9 +455,13 @@ public:
     // Appends the stream -- the final states (lane 0 first), then the
     // words -- to `out`.
     template <size_t Lanes>
-    void finish(const std::array<uint32_t, Lanes>& x, std::vector<uint8_t>& out) {
-        for (size_t lane = Lanes; lane-- > 0;)
-            for (int b = 3; b >= 0; --b) *--p_ = static_cast<uint8_t>(x[lane] >> (8 * b));
+    void finish(const std::array<uint32_t, Lanes>& x, std::vector<uint8_t>& out, States states = States::words) {
+        if (states == States::packed) {
+            put_packed_states(x, out);
+        } else {
+            for (size_t lane = Lanes; lane-- > 0;)
+                for (int b = 3; b >= 0; --b) *--p_ = static_cast<uint8_t>(x[lane] >> (8 * b));
+        }
         out.insert(out.end(), p_, end_);
     }
 
@@ -453,7 +520,12 @@ struct DecodeState {
     const uint8_t* p = nullptr;
     const uint8_t* end = nullptr;
 
-    explicit DecodeState(std::span<const uint8_t> in) : p(in.data()), end(in.data() + in.size()) {
+    explicit DecodeState(std::span<const uint8_t> in, States states = States::words)
+        : p(in.data()), end(in.data() + in.size()) {
+        if (states == States::packed) {
+            p += get_packed_states(in, x);  // every state in range by construction
+            return;
+        }
         if (in.size() < 4 * Lanes) throw CorruptData("static rANS: stream shorter than its states");
         for (auto& s : x) {
             s = uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
