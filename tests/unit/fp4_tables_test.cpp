@@ -80,7 +80,7 @@ TEST(Fp4Tables, StreamsWithFourByteStatesStillDecode) {
 // 224 values; AVX-512 codes and decodes them 32 values at a time and other
 // CPUs one by one. Both must write the same bytes and give every byte back,
 // whole rounds or not.
-// From 64 KiB the blocks are two such streams (here, with split_from, also
+// From 32 KiB the blocks are two such streams (here, with split_from, also
 // from 4 KiB, and four or three), each over a part of the blocks, which the
 // SIMD decoder steps together: the same again.
 TEST(Fp4Tables, WideLayoutRoundTripsWithAndWithoutSimd) {
@@ -91,7 +91,7 @@ TEST(Fp4Tables, WideLayoutRoundTripsWithAndWithoutSimd) {
             if (m.blocks.size() < 4096) continue;
             fp4tables::split_from(split_min, streams);
             const auto payload = fp4tables::encode(m.blocks, m.scales, kind);
-            const size_t from = split_min ? split_min : 65536;
+            const size_t from = split_min ? split_min : 32768;
             ASSERT_EQ(payload[0] & 2, 2) << "the wide layout from 4 KiB";
             ASSERT_EQ(payload[0] & 4, m.blocks.size() >= from ? 4 : 0) << "the split layout";
             // The SIMD encoder writes the bytes the value-by-value one does.

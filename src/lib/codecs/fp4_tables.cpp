@@ -56,8 +56,11 @@ constexpr size_t kWideMinBytes = 4096;
 // all but the last (varints). One stream's 32 states are two chains of 16
 // a round, and a round waits on its table lookups and multiplies (six more
 // chains in the same loop cost no more time): the decoder steps the
-// streams together. A stream's states cost some 50 bytes, so writers take
-// two streams from 64 KiB of blocks (at most 0.08% of them). On a
+// streams together. A stream's states cost some 20 bytes (packed; 50 with
+// four-byte states), so writers take two streams from 32 KiB of blocks
+// (at most 0.06% of them; from 64 KiB with four-byte states): the
+// corpus's esrgan MXFP4 / NVFP4 files decode 4-6% faster than with 64 KiB,
+// for 0.02% (from 16 KiB: 7-10% for 0.07%). On a
 // [2880, 5760] MXFP4 tensor in memory, one thread: 0.9 GB/s with one
 // stream, 1.15 with two; four measured -4% to +8% against two (the loop is
 // then bound by its permutes, not its chains) and took a synthetic NVFP4
@@ -70,7 +73,7 @@ constexpr uint8_t kSplitFlag = 4;
 // four bytes each and the wide ones start at kWordsRawBase.
 constexpr uint8_t kPackedStatesFlag = 8;
 constexpr unsigned kMaxStreams = 4;
-constexpr size_t kSplitMinBytes = 64u << 10;
+constexpr size_t kSplitMinBytes = 32u << 10;
 // Tests and fuzz seeds move them (split_from).
 std::atomic<unsigned> g_split_streams{2};
 std::atomic<size_t> g_split_min{kSplitMinBytes};

@@ -14,7 +14,7 @@
 // 4 KiB 32 that start from the chunk's last values (the wide layout, coded
 // and decoded 32 values a round with AVX-512; the decoder holds each
 // table's symbol starts in registers, not gathered from 2^prec slots), and
-// from 64 KiB two such streams over halves of the blocks, which the decoder
+// from 32 KiB two such streams over halves of the blocks, which the decoder
 // steps together (the split layout: twice the chains in flight).
 // There is no split or merge: the decoder writes the packed bytes directly.
 //
@@ -51,7 +51,7 @@ void allow_simd(bool allowed);
 // only, as for tables whose buckets hold too many symbol starts (default:
 // the tables in registers where they fit).
 void allow_lane_tables(bool allowed);
-// Tests and fuzz seeds: the split layout (two streams, from 64 KiB of
+// Tests and fuzz seeds: the split layout (two streams, from 32 KiB of
 // blocks) from this many bytes of wide blocks, with this many streams
 // (2 to 4); 0 bytes: back to the default.
 void split_from(size_t bytes, unsigned streams = 2);
