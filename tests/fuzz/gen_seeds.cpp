@@ -309,8 +309,16 @@ int main(int argc, char** argv) {
         const std::vector<uint64_t> shape = {40, 64};
         ptwm::fp4tables::split_from(g.split ? 2048 : 0, g.split);
         const auto chunk = ptwm::encode_chunk(g.bytes, g.d, {g.level}, g.block_scales, {shape, 0, std::nullopt, {}});
-        ptwm::fp4tables::split_from(0);
         write_plane_seed(out + "/planes/" + g.name, chunk.entry, chunk.payload, 0, 4, g.block_scales);
+        // The wide layouts also with four-byte final states (stores written
+        // before packed states), which readers still decode.
+        if (g.bytes.size() >= 4096 && g.d == ptwm::Decomposition::fp4_mx_tabled) {
+            ptwm::fp4tables::write_packed_states(false);
+            const auto words = ptwm::encode_chunk(g.bytes, g.d, {g.level}, g.block_scales, {shape, 0, std::nullopt, {}});
+            ptwm::fp4tables::write_packed_states(true);
+            write_plane_seed(out + "/planes/" + g.name + "_words_states", words.entry, words.payload, 0, 4, g.block_scales);
+        }
+        ptwm::fp4tables::split_from(0);
     }
     // f8-tables with column classes, with coded signs, wide and with signs in
     // the states: FP8-like bytes
@@ -337,6 +345,15 @@ int main(int argc, char** argv) {
         const auto payload = ptwm::f8tables::encode_with(fp8, {shape, 0, ptwm::DType::F8_E4M3, {}}, choice);
         e.payload_length[0] = static_cast<uint32_t>(payload.size());
         write_plane_seed(out + "/planes/codec_f8_tables_" + name, e, payload);
+        // Four-byte final states (stores written before packed states).
+        if ((choice.log2_classes == 2 && !choice.wide) || choice.sixty_four) {
+            ptwm::f8tables::Choice words = choice;
+            words.packed_states = false;
+            const auto w = ptwm::f8tables::encode_with(fp8, {shape, 0, ptwm::DType::F8_E4M3, {}}, words);
+            ptwm::ChunkEntry we = e;
+            we.payload_length[0] = static_cast<uint32_t>(w.size());
+            write_plane_seed(out + "/planes/codec_f8_tables_" + name + "_words_states", we, w);
+        }
         // The SIMD layouts through the other two decoders as well.
         if (choice.state_signs) {
             write_plane_seed(out + "/planes/codec_f8_tables_" + name + "_avx2", e, payload, 1);

@@ -18,20 +18,8 @@ ${CXX:-g++} -std=c++20 -O1 -I"$root/include" -I"$root/src/lib" "$root/tests/fuzz
     -lzstd -lxxhash -lhtscodecs -pthread -o "$work/gen_seeds"
 "$work/gen_seeds" "$work"
 
-# Seeds named words_states_*: f8-tables and fp4-tables payloads and a store
-# written before packed final states (four bytes a state), which no encoder
-# writes any more but readers still decode. Kept across regenerations.
-mkdir -p "$work/keep"
-for f in "$corpus"/plane_decoders/words_states_* "$corpus"/store_reader/words_states_*; do
-    [ -e "$f" ] && cp "$f" "$work/keep/$(basename "$(dirname "$f")").$(basename "$f")"
-done
 rm -rf "$corpus"
 mkdir -p "$corpus/safetensors_header" "$corpus/store_reader" "$corpus/plane_decoders"
-for f in "$work"/keep/*; do
-    [ -e "$f" ] || continue
-    name=$(basename "$f")
-    cp "$f" "$corpus/${name%%.*}/${name#*.}"
-done
 cp "$work"/planes/* "$corpus/plane_decoders/"
 for st in "$work"/st/*.safetensors; do
     name=$(basename "$st" .safetensors)
