@@ -65,14 +65,20 @@ TEST(Fp4Tables, StreamsWithFourByteStatesStillDecode) {
             fp4tables::write_packed_states(true);
             const auto packed = fp4tables::encode(m.blocks, m.scales, kind);
             const std::string what = std::to_string(n) + " blocks, kind " + std::to_string(static_cast<int>(kind));
-            EXPECT_EQ(words[0] & 8, 0) << what;
-            EXPECT_EQ(packed[0] & 8, 8) << what;
+            const unsigned layout = m.blocks.size() >= 32768 ? 2 | 4 : m.blocks.size() >= 4096 ? 2 : 0;  // wide, split
+            EXPECT_EQ(words[0] & 14, layout) << what;
+            EXPECT_EQ(packed[0] & 14, layout | 8) << what;
             EXPECT_LT(packed.size(), words.size()) << what;
-            for (const auto* payload : {&words, &packed}) {
-                std::vector<uint8_t> out(m.blocks.size(), 0xAA);
-                fp4tables::decode(*payload, out, m.scales);
-                EXPECT_EQ(out, m.blocks) << what;
-            }
+            for (const auto* payload : {&words, &packed})
+                for (int mode : {2, 1, 0}) {  // SIMD, SIMD from the slot tables, none
+                    fp4tables::allow_simd(mode > 0);
+                    fp4tables::allow_lane_tables(mode == 2);
+                    std::vector<uint8_t> out(m.blocks.size(), 0xAA);
+                    fp4tables::decode(*payload, out, m.scales);
+                    EXPECT_EQ(out, m.blocks) << what << ", mode " << mode;
+                }
+            fp4tables::allow_simd(true);
+            fp4tables::allow_lane_tables(true);
         }
 }
 

@@ -33,6 +33,7 @@ void expect_round_trip(uint32_t seed) {
     const auto x = spread_states<Lanes>(seed);
     std::vector<uint8_t> bytes;
     srans::put_packed_states(x, bytes);
+    // (Spread as a coder's; states from 2^30 up alone would take 4.25 bytes.)
     EXPECT_LT(bytes.size(), 4 * Lanes) << Lanes << " states";
     const std::vector<uint8_t> words = {1, 2, 3};  // what follows the states in a stream
     bytes.insert(bytes.end(), words.begin(), words.end());
@@ -43,6 +44,25 @@ void expect_round_trip(uint32_t seed) {
     for (size_t cut = 0; cut + words.size() < bytes.size(); ++cut)
         EXPECT_THROW((srans::DecodeState<Lanes>(std::span(bytes).first(cut), srans::States::packed)), CorruptData)
             << "cut at " << cut;
+}
+
+// The bytes ptwmfs-store(5) gives as its example: nibbles 0, 15, 1, 1;
+// then 15 zero bits, 30 one bits, the 16 bits of 0x2345 and 0x8000's 16,
+// least significant first, and a zero bit of padding.
+TEST(PackedStates, AreTheBytesTheFormatSpecifies) {
+    const std::array<uint32_t, 4> x = {1u << 15, (1u << 31) - 1, 0x12345, 3u << 15};
+    std::vector<uint8_t> bytes;
+    srans::put_packed_states(x, bytes);
+    EXPECT_EQ(bytes, (std::vector<uint8_t>{0xf0, 0x11, 0x00, 0x80, 0xff, 0xff, 0xff, 0xbf, 0x68, 0x04, 0x00, 0x10}));
+    srans::DecodeState<4> d(bytes, srans::States::packed);
+    EXPECT_EQ(d.x, x);
+    // An encoder never ends outside [2^15, 2^31); asked to write such a state it refuses.
+    for (uint32_t bad : {0u, (1u << 15) - 1, 1u << 31}) {
+        auto y = x;
+        y[2] = bad;
+        std::vector<uint8_t> out;
+        EXPECT_THROW(srans::put_packed_states(y, out), Error) << bad;
+    }
 }
 
 TEST(PackedStates, RoundTripInEveryLaneCount) {

@@ -381,7 +381,8 @@ inline std::vector<EncodeSymbol> encode_symbols(const Table& t, unsigned prec) {
 //           First each state's bit count less 16, a nibble a lane (lane 0
 //           in the low nibble of the first byte), then each state's bits
 //           below its leading one, lane 0 first, least significant first,
-//           the last byte padded with zeros.
+//           the last byte padded with zeros (which readers do not check, as
+//           for the tables).
 // A coder's final states are spread about as 1/x over their range, so a
 // four-byte state holds some 9 bits that say nothing; packed, a state costs
 // its own bits plus about 3.5, the least any code of such states can (the
@@ -393,6 +394,8 @@ enum class States : uint8_t { words, packed };
 template <size_t Lanes>
 void put_packed_states(const std::array<uint32_t, Lanes>& x, std::vector<uint8_t>& out) {
     static_assert(Lanes % 2 == 0);
+    for (uint32_t s : x)
+        if (s < kLow || s >= kLow << 16) throw Error("static rANS: a final state out of range");
     for (size_t lane = 0; lane < Lanes; lane += 2) {
         const auto len = [&](size_t k) { return static_cast<unsigned>(std::bit_width(x[k])) - 16; };
         out.push_back(static_cast<uint8_t>(len(lane) | len(lane + 1) << 4));
