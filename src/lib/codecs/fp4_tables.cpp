@@ -44,11 +44,11 @@ constexpr unsigned kWideLanes = 32;
 constexpr unsigned kRawPerState = 7;
 constexpr uint32_t kRawBase = 1u << 28, kWordsRawBase = 1u << 30;
 // Chunks of blocks from this size take the wide layout. Its states cost
-// some 40 bytes a chunk more than 4 states (the final states hold about 11
-// bits each beyond what they started with, and the 224 values in them are
-// raw): on the corpus's FP4 files 0.17% of the values, for 2.5 times the
-// decode speed (270 -> 650-690 MB/s of blocks). Below this size a chunk is
-// mostly those 224 values.
+// some 40 bytes a chunk more than 4 states with four-byte states (the final
+// states hold about 11 bits each beyond what they started with, and the
+// 224 values in them are raw; packed, some 15): on the corpus's FP4 files
+// 0.17% of the values, for 2.5 times the decode speed (270 -> 650-690 MB/s
+// of blocks). Below this size a chunk is mostly those 224 values.
 constexpr size_t kWideMinBytes = 4096;
 // Byte 0 bit 2, the split layout (wide chunks only): 2 to kMaxStreams wide
 // streams, each over a part of the chunk's blocks (part k: blocks
