@@ -648,7 +648,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) uint8_t* encode_ro
 template <bool CodedSigns, bool Classes, size_t Lanes = srans::kLanes>
 void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymbol>& sym, std::span<const uint8_t> cls,
                 uint64_t period, uint64_t phase, const std::array<uint32_t, Lanes>& start, std::vector<uint8_t>& out,
-                const std::vector<uint32_t>& fc = {}, unsigned prec = 0, srans::States states = srans::States::packed) {
+                const std::vector<uint32_t>& fc, unsigned prec, srans::States states) {
     const size_t n = in.size();
     // Two more words a state: a start state above 2^16 moves one word out
     // at its first symbol.

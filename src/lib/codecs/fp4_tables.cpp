@@ -43,6 +43,7 @@ constexpr uint8_t kWideFlag = 2;
 constexpr unsigned kWideLanes = 32;
 constexpr unsigned kRawPerState = 7;
 constexpr uint32_t kRawBase = 1u << 28, kWordsRawBase = 1u << 30;
+constexpr uint32_t raw_base(srans::States states) { return states == srans::States::packed ? kRawBase : kWordsRawBase; }
 // Chunks of blocks from this size take the wide layout. Its states cost
 // some 40 bytes a chunk more than 4 states with four-byte states (the final
 // states hold about 11 bits each beyond what they started with, and the
@@ -325,7 +326,7 @@ struct WidePart {
     uint32_t raw_base;  // what the final states hold the last values above
     size_t values, coded, i = 0;
     WidePart(std::span<const uint8_t> stream, srans::States states, std::span<const uint8_t> sc, std::span<uint8_t> o)
-        : d(stream, states), scales(sc), out(o), raw_base(states == srans::States::packed ? kRawBase : kWordsRawBase),
+        : d(stream, states), scales(sc), out(o), raw_base(fp4tables::raw_base(states)),
           values(2 * o.size()),
           coded(values - std::min<size_t>(values, kRawPerState * kWideLanes)) {}
 };
@@ -651,7 +652,7 @@ void encode_wide_stream(std::span<const uint8_t> blocks, std::span<const uint8_t
             const size_t at = coded + kRawPerState * j + b;
             if (at < values) r |= value_at(blocks.data(), at) << (4 * b);
         }
-        x[j] = (states == srans::States::packed ? kRawBase : kWordsRawBase) + r;
+        x[j] = raw_base(states) + r;
     }
     // One more word a state: a start above 2^16 moves one out at once.
     srans::EncodeBuffer buf(coded + kWideLanes, kWideLanes);
