@@ -129,12 +129,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const auto c = static_cast<ptwm::Codec>((size >= kHeader ? data[5] : data[0]) % kCodecIds);
         const bool adaptive = is_adaptive(c);
         // f8-tables decodes its state-signs layout with AVX-512, AVX2 or
-        // neither, whichever the CPU has; byte 27 picks one of the others
-        // (one path an input: each call reads and normalises all its
-        // tables again, which was most of an f8-tables input's time).
-        const uint8_t f8_path = size >= kHeader ? data[27] : 0;
+        // neither, whichever the CPU has, and AVX2's gathers by vpgatherdd
+        // or scalar loads, whichever is faster on it; byte 27 picks one of
+        // the others (one path an input: each call reads and normalises all
+        // its tables again, which was most of an f8-tables input's time).
+        const unsigned f8_path = size >= kHeader ? data[27] % 4u : 0;
         ptwm::f8tables::allow_avx512(f8_path == 0);
-        ptwm::f8tables::allow_simd(f8_path <= 1);
+        ptwm::f8tables::allow_simd(f8_path <= 2);
+        ptwm::f8tables::force_gather_lanes(f8_path == 1 ? 8 : f8_path == 2 ? 1 : 0);
         for (size_t n : {size_t{1}, size_t{3}, size_t{64}, adaptive ? size_t{0} : kLarge,
                          size_t{adaptive ? wanted % kMaxAdaptive : wanted}})
             if (n) try_plane(c, payload, n, layout);

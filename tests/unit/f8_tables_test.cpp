@@ -152,12 +152,15 @@ TEST(F8Tables, WideLayoutRoundTrips) {
 // without SIMD, and the encoder's choice from 2 KiB, costing only its
 // states over 4 lanes.
 // The decoders a test runs the state-signs layout through: AVX-512 (or the
-// best the CPU has), AVX2, none.
-constexpr const char* kSimdModes[] = {"best SIMD, 16-lane gathers", "best SIMD, 8-lane gathers", "AVX2", "no SIMD"};
+// best the CPU has), AVX2 with either gather, none.
+constexpr const char* kSimdModes[] = {"best SIMD, 16-lane gathers", "best SIMD, 8-lane gathers", "AVX2, vpgatherdd",
+                                      "AVX2, scalar loads", "no SIMD"};
 void use_simd(const char* mode) {
-    f8tables::allow_simd(mode != kSimdModes[3]);
-    if (mode == kSimdModes[2]) f8tables::allow_avx512(false);
-    f8tables::force_gather_lanes(mode == kSimdModes[0] ? 16 : mode == kSimdModes[1] ? 8 : 0);
+    f8tables::allow_simd(mode != kSimdModes[4]);
+    if (mode == kSimdModes[2] || mode == kSimdModes[3]) f8tables::allow_avx512(false);
+    f8tables::force_gather_lanes(mode == kSimdModes[0] ? 16 : mode == kSimdModes[1] || mode == kSimdModes[2] ? 8
+                                 : mode == kSimdModes[3]                           ? 1
+                                                                                   : 0);
 }
 // Back to the best the CPU has, with its own gathers.
 void use_best_simd() {

@@ -59,8 +59,9 @@ void allow_simd(bool allowed);
 // Tests: the state-signs layout's AVX2 decoder where the CPU has AVX-512
 // (false; true again: the best the CPU has).
 void allow_avx512(bool allowed);
-// Tests: the AVX-512 state-signs decoder's gathers, 8 or 16 lanes a gather
-// (0: the CPU's own, 16 on Intel, else 8).
+// Tests: the state-signs decoders' gathers, lanes an instruction: AVX-512's
+// 16 or 8, AVX2's 8 (vpgatherdd) or 1 (scalar loads). 0: the CPU's own
+// choice (AVX-512: 16 on Intel, else 8; AVX2: 8 on Intel, else 1).
 void force_gather_lanes(unsigned lanes);
 
 }  // namespace ptwm::f8tables
