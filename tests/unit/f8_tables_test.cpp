@@ -298,13 +298,13 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
 }
 
 // E5M2 kernels take the same tables: any byte is a magnitude and a sign.
-// The SIMD encoder (AVX-512, 16 states a vector, exact quotients from a
-// refined reciprocal and one correction) must write the byte-by-byte
-// encoder's bytes: every layout it serves, class counts, row classes,
+// The SIMD encoders (AVX-512, 16 states a vector, exact quotients from a
+// refined reciprocal and one correction; AVX2, 8 states a vector, put()'s
+// own reciprocal) must write the byte-by-byte encoder's bytes: every layout it serves, class counts, row classes,
 // precisions up to 15 bits (the wide layout's), lengths around whole rounds,
 // offsets inside rows (some hundred thousand quotients, some of them
-// integers, where the reciprocal may fall short). On CPUs without AVX-512
-// both runs are the byte-by-byte encoder.
+// integers, where the reciprocal may fall short). On CPUs without them the
+// runs are the byte-by-byte encoder.
 // Stores written before packed final states (flag 128 clear: four bytes a
 // state) still decode, in every layout; the packed ones are smaller.
 TEST(F8Tables, StreamsWithFourByteStatesStillDecode) {
@@ -363,11 +363,15 @@ TEST(F8Tables, SimdEncoderWritesTheScalarEncodersBytes) {
                             const f8tables::Choice choice{log2k, prec, false, true, state_signs, layout >= 2, rows};
                             f8tables::allow_simd(true);
                             const auto simd = f8tables::encode_with(in, where, choice);
+                            f8tables::allow_avx512(false);
+                            const auto avx2 = f8tables::encode_with(in, where, choice);
                             f8tables::allow_simd(false);
                             const auto scalar = f8tables::encode_with(in, where, choice);
                             f8tables::allow_simd(true);
                             ASSERT_EQ(simd, scalar) << "len " << len << " offset " << offset << " classes " << (1 << log2k)
                                                     << " prec " << prec << " layout " << layout;
+                            ASSERT_EQ(avx2, scalar) << "AVX2, len " << len << " offset " << offset << " classes "
+                                                    << (1 << log2k) << " prec " << prec << " layout " << layout;
                             expect_round_trip(in, simd, "SIMD encoder");
                         }
 }

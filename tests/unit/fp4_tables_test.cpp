@@ -83,8 +83,8 @@ TEST(Fp4Tables, StreamsWithFourByteStatesStillDecode) {
 }
 
 // From 4 KiB of blocks the stream has 32 states that start from the last
-// 224 values; AVX-512 codes and decodes them 32 values at a time and other
-// CPUs one by one. Both must write the same bytes and give every byte back,
+// 224 values; AVX-512 codes and decodes them 32 values at a time, AVX2
+// codes them 32 at a time, and other CPUs go one by one. Both must write the same bytes and give every byte back,
 // whole rounds or not.
 // From 32 KiB the blocks are two such streams (here, with split_from, also
 // from 4 KiB, and four or three), each over a part of the blocks, which the
@@ -100,7 +100,10 @@ TEST(Fp4Tables, WideLayoutRoundTripsWithAndWithoutSimd) {
             const size_t from = split_min ? split_min : 32768;
             ASSERT_EQ(payload[0] & 2, 2) << "the wide layout from 4 KiB";
             ASSERT_EQ(payload[0] & 4, m.blocks.size() >= from ? 4 : 0) << "the split layout";
-            // The SIMD encoder writes the bytes the value-by-value one does.
+            // The SIMD encoders (AVX-512, AVX2) write the bytes the
+            // value-by-value one does.
+            fp4tables::allow_avx512(false);
+            EXPECT_EQ(fp4tables::encode(m.blocks, m.scales, kind), payload) << n << " blocks, AVX2";
             fp4tables::allow_simd(false);
             EXPECT_EQ(fp4tables::encode(m.blocks, m.scales, kind), payload) << n << " blocks";
             fp4tables::allow_simd(true);

@@ -20,6 +20,7 @@
 #include "base/scratch.hpp"
 #include "base/varint.hpp"
 #include "codecs/static_rans.hpp"
+#include "codecs/rans_encode_avx2.hpp"
 #include "ptwm/base/error.hpp"
 
 namespace ptwm::f8tables {
@@ -650,6 +651,42 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) uint8_t* encode_ro
     return p;
 }
 #pragma GCC diagnostic pop
+
+// encode_rounds_avx512 with AVX2: 8 states a vector, each lane's symbol
+// loaded whole (EncodeSymbol, 16 bytes) and coded as put() codes it.
+template <bool Classes, size_t Lanes>
+__attribute__((target("avx2"))) uint8_t* encode_rounds_avx2(const uint8_t* bytes, const srans::EncodeSymbol* sym,
+                                                           const uint8_t* cls_ext, uint64_t period, uint64_t phase,
+                                                           size_t rounds, std::array<uint32_t, Lanes>& x, uint8_t* p) {
+    constexpr int V = Lanes / 8;
+    __m256i xv[V];
+    for (int v = 0; v < V; ++v) xv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.data() + 8 * v));
+    const uint64_t step = Classes ? Lanes % period : 0;
+    uint64_t j = Classes && rounds ? (phase + (rounds - 1) * Lanes) % period : 0;
+    for (size_t r = rounds; r-- > 0; j = j >= step ? j - step : j + period - step) {
+        const size_t i = r * Lanes;
+        // The round's symbols' byte offsets in sym, 16 lanes a vector:
+        // ((1 + class) * 128 + (byte & 127)) * 16, under 2^16.
+        alignas(32) uint16_t off[Lanes];
+        for (size_t h = 0; h < Lanes; h += 16) {
+            const __m256i b = _mm256_and_si256(
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + i + h))), _mm256_set1_epi16(127));
+            __m256i c = _mm256_set1_epi16(1);
+            if constexpr (Classes)
+                c = _mm256_add_epi16(c, _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cls_ext + j + h))));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(off + h),
+                               _mm256_slli_epi16(_mm256_or_si256(b, _mm256_slli_epi16(c, 7)), 4));
+        }
+        const auto* const base = reinterpret_cast<const uint8_t*>(sym);
+        for (int v = V; v-- > 0;) {
+            const srans::EncodeSymbol* e[8];
+            for (int k = 0; k < 8; ++k) e[k] = reinterpret_cast<const srans::EncodeSymbol*>(base + off[8 * v + k]);
+            srans::avx2::put8(xv[v], srans::avx2::load_fields(e), p);
+        }
+    }
+    for (int v = 0; v < V; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(x.data() + 8 * v), xv[v]);
+    return p;
+}
 #endif
 
 // The rANS pass, back to front (the decoder reads front to back), each
@@ -692,6 +729,9 @@ void code_bytes(std::span<const uint8_t> in, const std::vector<srans::EncodeSymb
     if constexpr (!CodedSigns && Lanes % 16 == 0) {
         if (!fc.empty()) {
             p = encode_rounds_avx512<Classes, Lanes>(bytes, fc.data() + 128, cl, period, phase, prec, i / Lanes, x, p);
+            i = 0;
+        } else if (has_avx2()) {
+            p = encode_rounds_avx2<Classes, Lanes>(bytes, sy, cl, period, phase, i / Lanes, x, p);
             i = 0;
         }
     }

@@ -16,6 +16,7 @@
 
 #include "base/varint.hpp"
 #include "codecs/static_rans.hpp"
+#include "codecs/rans_encode_avx2.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/planes/fp4_groups.hpp"
 
@@ -331,7 +332,7 @@ struct WidePart {
           coded(values - std::min<size_t>(values, kRawPerState * kWideLanes)) {}
 };
 
-// 2: SIMD where the CPU has it; 0: none (tests).
+// 2: any SIMD the CPU has; 1: AVX2 at most; 0: none (tests).
 std::atomic<int> g_simd_allowed{2};
 // false: the SIMD decoder gathers from the slots (tests).
 std::atomic<bool> g_lane_tables_allowed{true};
@@ -341,6 +342,12 @@ bool has_avx512() {
     static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                             __builtin_cpu_supports("avx512vl");
     return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 2;
+}
+
+// AVX2 without AVX-512: the wide stream's encoder only (encode_wide_avx2).
+bool has_avx2() {
+    static const bool yes = __builtin_cpu_supports("avx2");
+    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 1;
 }
 
 // GCC 12 warns inside its own avx512fintrin.h (its undefined-vector idiom).
@@ -530,6 +537,34 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint16_t* encode_wide_avx51
     return q;
 }
 #pragma GCC diagnostic pop
+
+// encode_wide_avx512 with AVX2: 8 states a vector (4 bytes, 8 values),
+// each lane's symbol loaded whole and coded as put_word codes it.
+__attribute__((target("avx2"))) uint16_t* encode_wide_avx2(const std::vector<srans::EncodeSymbol>& sym,
+                                                          const std::array<uint8_t, 256>& group, const uint8_t* scales,
+                                                          const uint8_t* blocks, bool nv, size_t rounds,
+                                                          std::array<uint32_t, kWideLanes>& x, uint16_t* q) {
+    __m256i xv[4];
+    for (int v = 0; v < 4; ++v) xv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.data() + 8 * v));
+    uint8_t* p = reinterpret_cast<uint8_t*>(q);
+    const srans::EncodeSymbol* const sy = sym.data();
+    for (size_t r = rounds; r-- > 0;) {
+        const uint8_t* bytes = blocks + 16 * r;
+        const srans::EncodeSymbol* t0 = sy + group[scales[nv ? 2 * r : r]] * kAlphabet;
+        const srans::EncodeSymbol* t1 = nv ? sy + group[scales[2 * r + 1]] * kAlphabet : t0;
+        for (int v = 4; v-- > 0;) {
+            const srans::EncodeSymbol* t = v >= 2 ? t1 : t0;
+            const srans::EncodeSymbol* e[8];
+            for (int k = 0; k < 4; ++k) {
+                const unsigned b = bytes[4 * v + k];
+                e[2 * k] = t + (b & 15), e[2 * k + 1] = t + (b >> 4);
+            }
+            srans::avx2::put8(xv[v], srans::avx2::load_fields(e), p);
+        }
+    }
+    for (int v = 0; v < 4; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(x.data() + 8 * v), xv[v]);
+    return reinterpret_cast<uint16_t*>(p);
+}
 #endif
 
 // The tables as a wide stream's decoder takes them.
@@ -673,6 +708,9 @@ void encode_wide_stream(std::span<const uint8_t> blocks, std::span<const uint8_t
 #ifdef PTWM_FP4_WIDE_AVX512
     if (has_avx512()) {
         q = encode_wide_avx512(sym, group, scales.data(), blocks.data(), kind == Kind::nv, i / kWideLanes, x, q);
+        i = 0;
+    } else if (has_avx2()) {
+        q = encode_wide_avx2(sym, group, scales.data(), blocks.data(), kind == Kind::nv, i / kWideLanes, x, q);
         i = 0;
     }
 #endif
@@ -853,6 +891,7 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<
 }
 
 void allow_simd(bool allowed) { g_simd_allowed.store(allowed ? 2 : 0, std::memory_order_relaxed); }
+void allow_avx512(bool allowed) { g_simd_allowed.store(allowed ? 2 : 1, std::memory_order_relaxed); }
 
 void allow_lane_tables(bool allowed) { g_lane_tables_allowed.store(allowed, std::memory_order_relaxed); }
 
