@@ -6,8 +6,9 @@
 //   bytes 5..12   codec id per plane, raw bytes (unknown ids included)
 //   bytes 13..26  payload length of planes 0..6, LE u16 each (the last plane
 //                 gets what is left)
-//   byte  27      f8-tables' decoder: 0 the CPU's best, 1 AVX2 (no AVX-512),
-//                 2 and up scalar (other codecs ignore it)
+//   byte  27      f8-tables' and fp4-tables' decoders, mod 4: 0 the CPU's
+//                 best, 1 AVX2 with vpgatherdd, 2 AVX2 with scalar loads,
+//                 3 scalar (other codecs ignore it)
 //   byte  28      the tensor layout the context models (codecs 6-8) and
 //                 f8-tables see: bits 0-2 a shape from kShapes (0: none),
 //                 bits 3-4 the chunk's offset in the tensor from kOffsets,
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "codecs/f8_tables.hpp"
+#include "codecs/fp4_tables.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/codecs/codec.hpp"
 #include "ptwm/planes/fp4_groups.hpp"
@@ -128,15 +130,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size > 0) {
         const auto c = static_cast<ptwm::Codec>((size >= kHeader ? data[5] : data[0]) % kCodecIds);
         const bool adaptive = is_adaptive(c);
-        // f8-tables decodes its state-signs layout with AVX-512, AVX2 or
-        // neither, whichever the CPU has, and AVX2's gathers by vpgatherdd
-        // or scalar loads, whichever is faster on it; byte 27 picks one of
-        // the others (one path an input: each call reads and normalises all
-        // its tables again, which was most of an f8-tables input's time).
-        const unsigned f8_path = size >= kHeader ? data[27] % 4u : 0;
-        ptwm::f8tables::allow_avx512(f8_path == 0);
-        ptwm::f8tables::allow_simd(f8_path <= 2);
-        ptwm::f8tables::force_gather_lanes(f8_path == 1 ? 8 : f8_path == 2 ? 1 : 0);
+        // f8-tables' state-signs layout and fp4-tables' wide layout decode
+        // with AVX-512, AVX2 or neither, whichever the CPU has, and AVX2's
+        // lookups by vpgatherdd or scalar loads, whichever is faster on it;
+        // byte 27 picks one of the others (one path an input: each call
+        // reads and normalises all its tables again, which was most of an
+        // f8-tables input's time).
+        const unsigned simd_path = size >= kHeader ? data[27] % 4u : 0;
+        ptwm::f8tables::allow_avx512(simd_path == 0);
+        ptwm::f8tables::allow_simd(simd_path <= 2);
+        ptwm::fp4tables::allow_avx512(simd_path == 0);
+        ptwm::fp4tables::allow_simd(simd_path <= 2);
+        ptwm::f8tables::force_gather_lanes(simd_path == 1 ? 8 : simd_path == 2 ? 1 : 0);  // (fp4-tables' too)
         for (size_t n : {size_t{1}, size_t{3}, size_t{64}, adaptive ? size_t{0} : kLarge,
                          size_t{adaptive ? wanted % kMaxAdaptive : wanted}})
             if (n) try_plane(c, payload, n, layout);

@@ -108,13 +108,14 @@ std::vector<uint8_t> scales(size_t n) {
 }
 
 // plane_decoders input: see the layout in fuzz_plane_decoders.cpp.
-// f8_path: byte 27, which f8-tables decoder the target runs (0 the CPU's best,
-// 1 AVX2, 2 scalar). where: byte 28, the layout (index into the target's
+// simd_path: byte 27, which f8-tables and fp4-tables decoder the target runs
+// (0 the CPU's best, 1 AVX2 with vpgatherdd, 2 AVX2 with scalar loads, 3
+// scalar). where: byte 28, the layout (index into the target's
 // kShapes, offset 0); block scales, when the chunk needs them, follow the payload.
 void write_plane_seed(const std::string& path, const ptwm::ChunkEntry& e, const std::vector<uint8_t>& payload,
-                      uint8_t f8_path = 0, uint8_t where = 0, const std::vector<uint8_t>& block_scales = {}) {
+                      uint8_t simd_path = 0, uint8_t where = 0, const std::vector<uint8_t>& block_scales = {}) {
     std::vector<uint8_t> s(29, 0);
-    s[27] = f8_path;
+    s[27] = simd_path;
     s[28] = where;
     s[0] = static_cast<uint8_t>(e.decomposition);
     for (int i = 0; i < 4; ++i) s[1 + i] = static_cast<uint8_t>(e.original_length >> (8 * i));
@@ -310,6 +311,12 @@ int main(int argc, char** argv) {
         ptwm::fp4tables::split_from(g.split ? 2048 : 0, g.split);
         const auto chunk = ptwm::encode_chunk(g.bytes, g.d, {g.level}, g.block_scales, {shape, 0, std::nullopt, {}});
         write_plane_seed(out + "/planes/" + g.name, chunk.entry, chunk.payload, 0, 4, g.block_scales);
+        // The wide layouts through the other decoders as well.
+        if (g.bytes.size() >= 4096) {
+            write_plane_seed(out + "/planes/" + g.name + "_avx2", chunk.entry, chunk.payload, 1, 4, g.block_scales);
+            write_plane_seed(out + "/planes/" + g.name + "_avx2_loads", chunk.entry, chunk.payload, 2, 4, g.block_scales);
+            write_plane_seed(out + "/planes/" + g.name + "_scalar", chunk.entry, chunk.payload, 3, 4, g.block_scales);
+        }
         // The wide layouts also with four-byte final states (stores written
         // before packed states), which readers still decode.
         if (g.bytes.size() >= 4096 && g.d == ptwm::Decomposition::fp4_mx_tabled) {
@@ -354,10 +361,11 @@ int main(int argc, char** argv) {
             we.payload_length[0] = static_cast<uint32_t>(w.size());
             write_plane_seed(out + "/planes/codec_f8_tables_" + name + "_words_states", we, w);
         }
-        // The SIMD layouts through the other two decoders as well.
+        // The SIMD layouts through the other decoders as well.
         if (choice.state_signs) {
             write_plane_seed(out + "/planes/codec_f8_tables_" + name + "_avx2", e, payload, 1);
-            write_plane_seed(out + "/planes/codec_f8_tables_" + name + "_scalar", e, payload, 2);
+            write_plane_seed(out + "/planes/codec_f8_tables_" + name + "_avx2_loads", e, payload, 2);
+            write_plane_seed(out + "/planes/codec_f8_tables_" + name + "_scalar", e, payload, 3);
         }
     }
     // Coded signs that are all the same (block scales, bytes below 128): the

@@ -43,6 +43,24 @@ Blocks make_blocks(fp4tables::Kind kind, size_t nblocks, uint32_t seed) {
 
 constexpr fp4tables::Kind kKinds[] = {fp4tables::Kind::mx, fp4tables::Kind::nv};
 
+// The decoders a test runs the wide layout through, whichever the CPU has:
+// 2 the best SIMD (AVX-512 with the tables in registers), 1 the best SIMD
+// gathering from the slot tables, 3 and 4 AVX2 with vpgatherdd and with
+// scalar loads, 0 none.
+constexpr int kDecoders[] = {2, 1, 3, 4, 0};
+void use_decoder(int mode) {
+    fp4tables::allow_simd(mode > 0);
+    if (mode >= 3) fp4tables::allow_avx512(false);
+    fp4tables::allow_lane_tables(mode == 2);
+    fp4tables::force_gather_lanes(mode == 3 ? 8 : mode == 4 ? 1 : 0);
+}
+// Back to the best the CPU has.
+void use_best_decoder() {
+    fp4tables::allow_simd(true);
+    fp4tables::allow_lane_tables(true);
+    fp4tables::force_gather_lanes(0);
+}
+
 TEST(Fp4Tables, RoundTripsAnyBlockCount) {
     for (auto kind : kKinds)
         for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{333}, size_t{20000}}) {
@@ -70,22 +88,20 @@ TEST(Fp4Tables, StreamsWithFourByteStatesStillDecode) {
             EXPECT_EQ(packed[0] & 14, layout | 8) << what;
             EXPECT_LT(packed.size(), words.size()) << what;
             for (const auto* payload : {&words, &packed})
-                for (int mode : {2, 1, 0}) {  // SIMD, SIMD from the slot tables, none
-                    fp4tables::allow_simd(mode > 0);
-                    fp4tables::allow_lane_tables(mode == 2);
+                for (int mode : kDecoders) {
+                    use_decoder(mode);
                     std::vector<uint8_t> out(m.blocks.size(), 0xAA);
                     fp4tables::decode(*payload, out, m.scales);
                     EXPECT_EQ(out, m.blocks) << what << ", mode " << mode;
                 }
-            fp4tables::allow_simd(true);
-            fp4tables::allow_lane_tables(true);
+            use_best_decoder();
         }
 }
 
 // From 4 KiB of blocks the stream has 32 states that start from the last
-// 224 values; AVX-512 codes and decodes them 32 values at a time, AVX2
-// codes them 32 at a time, and other CPUs go one by one. Both must write the same bytes and give every byte back,
-// whole rounds or not.
+// 224 values; AVX-512 and AVX2 code and decode them 32 values at a time
+// and other CPUs one by one. All must write the same bytes and give every
+// byte back, whole rounds or not.
 // From 32 KiB the blocks are two such streams (here, with split_from, also
 // from 4 KiB, and four or three), each over a part of the blocks, which the
 // SIMD decoder steps together: the same again.
@@ -107,11 +123,9 @@ TEST(Fp4Tables, WideLayoutRoundTripsWithAndWithoutSimd) {
             fp4tables::allow_simd(false);
             EXPECT_EQ(fp4tables::encode(m.blocks, m.scales, kind), payload) << n << " blocks";
             fp4tables::allow_simd(true);
-            // SIMD with the tables in registers, SIMD gathering from the
-            // slot tables, and none.
-            for (int mode : {2, 1, 0}) {
-                fp4tables::allow_simd(mode > 0);
-                fp4tables::allow_lane_tables(mode == 2);
+            // Every decoder (kDecoders).
+            for (int mode : kDecoders) {
+                use_decoder(mode);
                 std::vector<uint8_t> out(m.blocks.size(), 0x55);
                 fp4tables::decode(payload, out, m.scales);
                 EXPECT_EQ(out, m.blocks) << n << " blocks, kind " << static_cast<int>(kind) << ", mode " << mode;
@@ -124,8 +138,7 @@ TEST(Fp4Tables, WideLayoutRoundTripsWithAndWithoutSimd) {
                 EXPECT_THROW(fp4tables::decode(bad, out, m.scales), CorruptData) << "mode " << mode;
                 EXPECT_THROW(fp4tables::decode(std::span(payload).first(payload.size() - 2), out, m.scales), CorruptData);
             }
-            fp4tables::allow_simd(true);
-            fp4tables::allow_lane_tables(true);
+            use_best_decoder();
             fp4tables::split_from(0);
         }
 }
@@ -150,15 +163,13 @@ TEST(Fp4Tables, WideLayoutDecodesTablesWithManyRareSymbols) {
         }
         const auto payload = fp4tables::encode(blocks, scales, fp4tables::Kind::mx);
         ASSERT_EQ(payload[0] & 2, 2) << "the wide layout";
-        for (int mode : {2, 1, 0}) {
-            fp4tables::allow_simd(mode > 0);
-            fp4tables::allow_lane_tables(mode == 2);
+        for (int mode : kDecoders) {
+            use_decoder(mode);
             std::vector<uint8_t> out(blocks.size(), 0x55);
             fp4tables::decode(payload, out, scales);
             EXPECT_EQ(out, blocks) << rare << " rare symbols, mode " << mode;
         }
-        fp4tables::allow_simd(true);
-        fp4tables::allow_lane_tables(true);
+        use_best_decoder();
     }
 }
 

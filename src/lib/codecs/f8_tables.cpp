@@ -20,6 +20,7 @@
 #include "base/scratch.hpp"
 #include "base/varint.hpp"
 #include "codecs/static_rans.hpp"
+#include "codecs/rans_decode_avx2.hpp"
 #include "codecs/rans_encode_avx2.hpp"
 #include "ptwm/base/error.hpp"
 
@@ -535,27 +536,15 @@ bool has_avx2() {
     return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 1;
 }
 
-// The state-signs decoders' gathers: 16 or 8 lanes an instruction, or 1
-// (eight scalar loads, see gather8_by_loads); 0 for the CPU's own choice,
-// else what a test forces.
+// The AVX-512 state-signs decoder's gathers, 8 or 16 lanes: 0 for the
+// CPU's own (see decode_state_signs_avx512), else what a test forces. (The
+// AVX2 decoder's: srans::avx2::gathers_by_loads.)
 std::atomic<unsigned> g_gather_lanes{0};
 
-bool is_intel() {
-    static const bool intel = __builtin_cpu_is("intel");
-    return intel;
-}
-
-// AVX-512: gathers of 16 lanes on Intel, two of 8 elsewhere
-// (see decode_state_signs_avx512).
 bool whole_vector_gathers() {
+    static const bool intel = __builtin_cpu_is("intel");
     const unsigned forced = g_gather_lanes.load(std::memory_order_relaxed);
-    return forced ? forced == 16 : is_intel();
-}
-
-// AVX2: vpgatherdd on Intel, scalar loads elsewhere (see gather8_by_loads).
-bool gathers_by_loads() {
-    const unsigned forced = g_gather_lanes.load(std::memory_order_relaxed);
-    return forced ? forced == 1 : !is_intel();
+    return forced ? forced == 16 : intel;
 }
 
 #endif
@@ -1044,37 +1033,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
 }
 #pragma GCC diagnostic pop
 
-// For 8 states of which those in mask m renormalise: per state, which of
-// the next 8 words it takes (the number of set bits below it).
-struct RenormPermutes {
-    alignas(32) std::array<std::array<uint32_t, 8>, 256> index{};
-    RenormPermutes() {
-        for (unsigned m = 0; m < 256; ++m)
-            for (unsigned k = 0, taken = 0; k < 8; ++k)
-                if (m >> k & 1) index[m][k] = taken++;
-    }
-};
-const RenormPermutes kRenormPermutes;
-
 // 8 table offsets, 16- or 32-bit, as 32-bit lanes.
 __attribute__((target("avx2"))) inline __m256i load_offsets8(const uint16_t* at) {
     return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
 }
 __attribute__((target("avx2"))) inline __m256i load_offsets8(const uint32_t* at) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
-}
-
-// Eight table words at 32-bit indices by eight scalar loads, the indices
-// taken out 64 bits at a time. On AMD's Zen 3 a vpgatherdd of 8 lanes
-// takes some 12 cycles of throughput, and these loads some 7: the AVX2
-// decoder ran the derived esrgan E5M2 file 1.3x as fast with them. Intel's
-// gathers (4-5 cycles since Skylake) stay the faster there.
-__attribute__((target("avx2"))) inline __m256i gather8_by_loads(const uint32_t* t, __m256i idx) {
-    const __m128i lo = _mm256_castsi256_si128(idx), hi = _mm256_extracti128_si256(idx, 1);
-    const auto a = static_cast<uint64_t>(_mm_cvtsi128_si64(lo)), b = static_cast<uint64_t>(_mm_extract_epi64(lo, 1));
-    const auto c = static_cast<uint64_t>(_mm_cvtsi128_si64(hi)), d = static_cast<uint64_t>(_mm_extract_epi64(hi, 1));
-    const auto at = [t](uint64_t k) { return static_cast<int>(t[static_cast<uint32_t>(k)]); };
-    return _mm256_setr_epi32(at(a), at(a >> 32), at(b), at(b >> 32), at(c), at(c >> 32), at(d), at(d >> 32));
 }
 
 // As decode_state_signs_avx512 with AVX2: 8 states a vector, gathers
@@ -1089,7 +1053,6 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
     __m256i x[V];
     for (int v = 0; v < V; ++v) x[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d.x.data() + 8 * v));
     const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << prec) - 1));
-    const __m256i low = _mm256_set1_epi32(static_cast<int>(srans::kLow));
     const __m256i f13 = _mm256_set1_epi32(0x1FFF), lo7 = _mm256_set1_epi32(0x7F);
     const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
     // Sign bits to bytes: byte k of a 32-byte group takes bit k % 8 of
@@ -1108,10 +1071,7 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
             __m256i idx = _mm256_and_si256(x[v], mask);
             if constexpr (Classes)
                 idx = _mm256_or_si256(load_offsets8(cls_at + j + 8 * v), idx);
-            if constexpr (ByLoads)
-                e[v] = gather8_by_loads(words, idx);
-            else
-                e[v] = _mm256_i32gather_epi32(reinterpret_cast<const int*>(words), idx, 4);
+            e[v] = srans::avx2::gather8<ByLoads>(words, idx);
         }
         if constexpr (Classes) {
             j += step;  // (j + Lanes) mod period, without a division
@@ -1120,14 +1080,7 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
         for (int v = 0; v < V; ++v) {
             const __m256i f = _mm256_and_si256(_mm256_srli_epi32(e[v], 7), f13);
             x[v] = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srl_epi32(x[v], sh)), _mm256_srli_epi32(e[v], 20));
-            // States are below 2^31: a signed compare is an unsigned one.
-            const __m256i below = _mm256_cmpgt_epi32(low, x[v]);
-            const unsigned m = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(below)));
-            const __m256i next = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-            const __m256i w = _mm256_permutevar8x32_epi32(
-                next, _mm256_load_si256(reinterpret_cast<const __m256i*>(kRenormPermutes.index[m].data())));
-            x[v] = _mm256_blendv_epi8(x[v], _mm256_or_si256(_mm256_slli_epi32(x[v], 16), w), below);
-            p += 2 * __builtin_popcount(m);
+            x[v] = srans::avx2::renormalize16(x[v], p);
         }
         // Four vectors of symbols to 32 bytes in order, the signs on top.
         for (int v = 0; v < V; v += 4) {
@@ -1197,11 +1150,30 @@ __attribute__((target("avx512f"))) void fill_slots_avx512(uint32_t* w, const uin
                                                          size_t alphabet) {
     fill_slots_body(w, freq, cum, alphabet);
 }
+
+// With AVX2, by hand: eight slots a store, the run's words one add apart.
+// (GCC's build of the loop above for SSE2 or AVX2 peels each group for
+// alignment, some 30 instructions for 16 words: on Zen 3 the tables were 4%
+// of the derived E5M2 files' decode.)
+__attribute__((target("avx2"))) void fill_slots_avx2(uint32_t* w, const uint32_t* freq, const uint32_t* cum,
+                                                     size_t alphabet) {
+    static_assert(kSlotGroup >= 8);
+    const __m256i first = _mm256_setr_epi32(0, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20, 6 << 20, 7 << 20);
+    const __m256i next = _mm256_set1_epi32(8 << 20);
+    for (size_t sym = 0; sym < alphabet; ++sym) {
+        const uint32_t f = freq[sym];
+        __m256i v = _mm256_or_si256(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(sym) | f << 7)), first);
+        uint32_t* run = w + cum[sym];
+        for (uint32_t k = 0; k < f; k += 8, v = _mm256_add_epi32(v, next))
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(run + k), v);
+    }
+}
 #endif
 
 void fill_slots(uint32_t* w, const uint32_t* freq, const uint32_t* cum, size_t alphabet) {
 #ifdef PTWM_F8_WIDE_AVX512
     if (has_avx512()) return fill_slots_avx512(w, freq, cum, alphabet);
+    if (has_avx2()) return fill_slots_avx2(w, freq, cum, alphabet);
 #endif
     fill_slots_body(w, freq, cum, alphabet);
 }
@@ -1411,7 +1383,7 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls
                                : decode_state_signs_avx2<false, ByLoads, Lanes, Offset>(words, nullptr, period, j, prec,
                                                                                        signs.data(), d, out.data(), n);
             };
-            i = gathers_by_loads() ? rounds.template operator()<true>() : rounds.template operator()<false>();
+            i = srans::avx2::gathers_by_loads() ? rounds.template operator()<true>() : rounds.template operator()<false>();
         }
 #endif
         if (i == 0) {
@@ -1488,6 +1460,7 @@ void allow_avx512([[maybe_unused]] bool allowed) {
 void force_gather_lanes([[maybe_unused]] unsigned lanes) {
 #ifdef PTWM_F8_WIDE_AVX512
     g_gather_lanes.store(lanes, std::memory_order_relaxed);
+    srans::avx2::g_gather_lanes.store(lanes == 16 ? 8 : lanes, std::memory_order_relaxed);
 #endif
 }
 

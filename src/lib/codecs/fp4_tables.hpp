@@ -47,9 +47,13 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<
 // so the value-by-value paths other CPUs take are covered too (default:
 // allowed).
 void allow_simd(bool allowed);
-// Tests: the AVX2 wide-stream encoder where the CPU has AVX-512 (false;
-// true again: the best the CPU has). It writes the same bytes.
+// Tests: the AVX2 wide-stream encoder and decoder where the CPU has
+// AVX-512 (false; true again: the best the CPU has).
 void allow_avx512(bool allowed);
+// Tests: the AVX2 decoder's table lookups, 8 (vpgatherdd) or 1 (scalar
+// loads); 0: the CPU's choice (vpgatherdd on Intel, loads elsewhere).
+// f8-tables' AVX2 decoder shares the setting.
+void force_gather_lanes(unsigned lanes);
 // Tests: with SIMD, decode the wide layout by gathers from the slot tables
 // only, as for tables whose buckets hold too many symbol starts (default:
 // the tables in registers where they fit).

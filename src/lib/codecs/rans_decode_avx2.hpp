@@ -1,0 +1,76 @@
+#pragma once
+
+// AVX2 pieces of the static rANS decoders' rounds (f8-tables' state-signs
+// layout, fp4-tables' wide layout), 8 states a vector: the table lookups
+// and the renormalisation. The AVX-512 rounds have their own
+// (static_rans.hpp).
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "codecs/static_rans.hpp"
+
+namespace ptwm::srans::avx2 {
+
+// How the rounds look up their 8 table words: 8 for vpgatherdd, 1 for
+// eight scalar loads; 0 (the default) for the CPU's choice: vpgatherdd on
+// Intel, loads elsewhere. Tests force each.
+inline std::atomic<unsigned> g_gather_lanes{0};
+inline bool gathers_by_loads() {
+    static const bool intel = __builtin_cpu_is("intel");
+    const unsigned forced = g_gather_lanes.load(std::memory_order_relaxed);
+    return forced ? forced == 1 : !intel;
+}
+
+// Eight table words at 32-bit indices by eight scalar loads, the indices
+// taken out 64 bits at a time. On AMD's Zen 3 a vpgatherdd of 8 lanes
+// takes some 12 cycles of throughput, and these loads some 7: f8-tables'
+// AVX2 decoder ran the derived esrgan E5M2 file 1.3x as fast with them.
+// Intel's gathers (4-5 cycles since Skylake) stay the faster there.
+__attribute__((target("avx2"), always_inline)) inline __m256i gather8_by_loads(const uint32_t* t, __m256i idx) {
+    const __m128i lo = _mm256_castsi256_si128(idx), hi = _mm256_extracti128_si256(idx, 1);
+    const auto a = static_cast<uint64_t>(_mm_cvtsi128_si64(lo)), b = static_cast<uint64_t>(_mm_extract_epi64(lo, 1));
+    const auto c = static_cast<uint64_t>(_mm_cvtsi128_si64(hi)), d = static_cast<uint64_t>(_mm_extract_epi64(hi, 1));
+    const auto at = [t](uint64_t k) { return static_cast<int>(t[static_cast<uint32_t>(k)]); };
+    return _mm256_setr_epi32(at(a), at(a >> 32), at(b), at(b >> 32), at(c), at(c >> 32), at(d), at(d >> 32));
+}
+
+template <bool ByLoads>
+__attribute__((target("avx2"), always_inline)) inline __m256i gather8(const uint32_t* t, __m256i idx) {
+    if constexpr (ByLoads)
+        return gather8_by_loads(t, idx);
+    else
+        return _mm256_i32gather_epi32(reinterpret_cast<const int*>(t), idx, 4);
+}
+
+// For 8 states of which those in mask m renormalise: per state, which of
+// the next 8 words it takes (the number of set bits below it).
+struct RenormPermutes {
+    alignas(32) std::array<std::array<uint32_t, 8>, 256> index{};
+    constexpr RenormPermutes() {
+        for (unsigned m = 0; m < 256; ++m)
+            for (unsigned k = 0, taken = 0; k < 8; ++k)
+                if (m >> k & 1) index[m][k] = taken++;
+    }
+};
+inline constexpr RenormPermutes kRenormPermutes{};
+
+// 8 states (below 2^31) that fell below kLow take the next 16-bit words
+// from p, in lane order, by one permute of the next 8. Reads 16 bytes at p
+// whatever it takes: the caller keeps that much payload in front of it.
+__attribute__((target("avx2"), always_inline)) inline __m256i renormalize16(__m256i x, const uint8_t*& p) {
+    // States are below 2^31: a signed compare is an unsigned one.
+    const __m256i below = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(kLow)), x);
+    const auto m = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(below)));
+    const __m256i next = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i w = _mm256_permutevar8x32_epi32(
+        next, _mm256_load_si256(reinterpret_cast<const __m256i*>(kRenormPermutes.index[m].data())));
+    p += 2 * __builtin_popcount(m);
+    return _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi32(x, 16), w), below);
+}
+
+}  // namespace ptwm::srans::avx2
+#endif
