@@ -281,7 +281,14 @@ public:
         for (size_t i = 0; i < len; i += kBatch) {
             const size_t m = std::min(kBatch, len - i);
             for (size_t k = 0; k < m; ++k) at[k] = static_cast<uint16_t>(row_base + base[i + k] + bytes[i + k]);
-            for (size_t k = 0; k < m; ++k) ++table_[at[k]];
+            // Four increments a round: one a round ran at 0.47-0.72 ns a
+            // byte on the per-channel FP8 files' tensors, by where the
+            // loop fell in the code (its branch and counter took dispatch
+            // slots between the increments), four at 0.44 (make_plan
+            // 16.1% -> 14.4% of the derived esrgan per-channel file's pack).
+            size_t k = 0;
+            for (; k + 4 <= m; k += 4) ++table_[at[k]], ++table_[at[k + 1]], ++table_[at[k + 2]], ++table_[at[k + 3]];
+            for (; k < m; ++k) ++table_[at[k]];
         }
     }
     // The counts per column class into `cols`, and per row class into

@@ -180,13 +180,25 @@ std::array<Counts, 256> count_values(std::span<const uint8_t> blocks, std::span<
     // 32-bit counts: a chunk holds at most 2^28 blocks (kMaxChunkBytes).
     // Four tables a context, byte k of a block in table k mod 4, so equal
     // neighbouring bytes do not wait on each other's increment.
+    // (Cleared by memset: assign(n, {}) copied a zero array into each
+    // table, a rep movs of 1 KiB apiece, 5% of this function's time.)
     thread_local std::vector<std::array<uint32_t, 256>> t_bytes;
-    t_bytes.assign(4 * width, {});
-    for (size_t b = 0; b < scales.size(); ++b) {
-        std::array<uint32_t, 256>* h = &t_bytes[4 * (context(kind, scales[b]) - lo)];
-        const uint8_t* p = blocks.data() + b * bb;
-        for (unsigned k = 0; k < bb; k += 4) ++h[0][p[k]], ++h[1][p[k + 1]], ++h[2][p[k + 2]], ++h[3][p[k + 3]];
-    }
+    t_bytes.resize(4 * width);
+    std::memset(t_bytes.data(), 0, t_bytes.size() * sizeof(t_bytes[0]));
+    // The block size a compile-time constant (16 bytes MXFP4, 8 NVFP4): the
+    // loop over a block's bytes unrolls whole, where as a loop of two or
+    // four rounds its counter and branch came between the increments
+    // (with the memset: count_values 5.4% -> 4.6% of the corpus esrgan
+    // MXFP4 file's pack time).
+    const auto count_blocks = [&]<unsigned BB>() {
+        for (size_t b = 0; b < scales.size(); ++b) {
+            std::array<uint32_t, 256>* h = &t_bytes[4 * (scale_context(BB == 8, scales[b]) - lo)];  // (BB 8: NVFP4)
+            const uint8_t* p = blocks.data() + b * BB;
+            for (unsigned k = 0; k < BB; k += 4) ++h[0][p[k]], ++h[1][p[k + 1]], ++h[2][p[k + 2]], ++h[3][p[k + 3]];
+        }
+    };
+    if (bb == 8) count_blocks.template operator()<8>();
+    else count_blocks.template operator()<16>();
     for (unsigned c = 0; c < width; ++c) {
         Counts& n = per_ctx[lo + c];
         for (unsigned v = 0; v < 256; ++v) {
