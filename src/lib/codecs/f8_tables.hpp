@@ -50,7 +50,7 @@ std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& lay
 std::vector<uint8_t> encode_with(std::span<const uint8_t> in, const TensorLayout& layout, const Choice& choice);
 void decode(std::span<const uint8_t> payload, std::span<uint8_t> out);
 // Whether a payload is of a layout that decodes by SIMD where the CPU has it
-// (32 or 64 states a round: some 1.1-2 GB/s a core, where the four-state
+// (32 or 64 states a round: some 0.9-2 GB/s a core, where the four-state
 // layouts decode at 0.3-0.6).
 bool simd_layout(std::span<const uint8_t> payload);
 // Tests: decode the wide layout without SIMD where the CPU has it, so the
