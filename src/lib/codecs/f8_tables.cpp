@@ -1158,22 +1158,12 @@ __attribute__((target("avx512f"))) void fill_slots_avx512(uint32_t* w, const uin
     fill_slots_body(w, freq, cum, alphabet);
 }
 
-// With AVX2, by hand: eight slots a store, the run's words one add apart.
-// (GCC's build of the loop above for SSE2 or AVX2 peels each group for
-// alignment, some 30 instructions for 16 words: on Zen 3 the tables were 4%
-// of the derived E5M2 files' decode.)
+// The same with AVX2, by hand (srans::avx2::fill_run).
 __attribute__((target("avx2"))) void fill_slots_avx2(uint32_t* w, const uint32_t* freq, const uint32_t* cum,
                                                      size_t alphabet) {
-    static_assert(kSlotGroup >= 8);
-    const __m256i first = _mm256_setr_epi32(0, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20, 6 << 20, 7 << 20);
-    const __m256i next = _mm256_set1_epi32(8 << 20);
-    for (size_t sym = 0; sym < alphabet; ++sym) {
-        const uint32_t f = freq[sym];
-        __m256i v = _mm256_or_si256(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(sym) | f << 7)), first);
-        uint32_t* run = w + cum[sym];
-        for (uint32_t k = 0; k < f; k += 8, v = _mm256_add_epi32(v, next))
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(run + k), v);
-    }
+    static_assert(kSlotGroup >= 8);  // fill_run's slack
+    for (size_t sym = 0; sym < alphabet; ++sym)
+        srans::avx2::fill_run<20>(w + cum[sym], freq[sym], static_cast<uint32_t>(sym) | freq[sym] << 7);
 }
 #endif
 

@@ -357,7 +357,8 @@ bool has_avx512() {
     return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 2;
 }
 
-// AVX2 without AVX-512: the wide stream's encoder only (encode_wide_avx2).
+// AVX2 without AVX-512: the wide layout's AVX2 encoder and decoder, and the
+// slot tables' fill.
 bool has_avx2() {
     static const bool yes = __builtin_cpu_supports("avx2");
     return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 1;
@@ -578,9 +579,7 @@ __attribute__((target("avx2"))) uint16_t* encode_wide_avx2(const std::vector<sra
     for (int v = 0; v < 4; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(x.data() + 8 * v), xv[v]);
     return reinterpret_cast<uint16_t*>(p);
 }
-#endif
 
-#ifdef PTWM_FP4_WIDE_AVX512
 // A round's 32 values (four vectors of 8, each 0-15) as 16 bytes, value
 // 2j in the low nibble of byte j: the values as bytes in order (packs and
 // a permute), then each pair summed as a + 16 b (vpmaddubsw).
@@ -629,26 +628,16 @@ __attribute__((target("avx2"))) void decode_wide_rounds_avx2(const uint32_t* slo
     w.d.p = p;
     w.i = i;
 }
+
+// fill_slots with AVX2 (srans::avx2::fill_run).
+__attribute__((target("avx2"))) void fill_slots_avx2(const srans::Table& t, uint32_t* slots) {
+    for (unsigned s = 0; s < kAlphabet; ++s) srans::avx2::fill_run<4>(slots + t.cum[s], t.freq[s], t.freq[s] << 16 | s);
+}
 #endif
 
 // A group's slots past its last: the AVX2 fill writes whole vectors of 8,
 // whose tail the next group's fill overwrites (or no block reads).
 constexpr size_t kSlotSlack = 8;
-
-#ifdef PTWM_FP4_WIDE_AVX512
-// fill_slots with AVX2: eight slots a store, a run's words one add apart
-// (the compiler's loop was some 6% of esrgan MXFP4's decode on Zen 3).
-__attribute__((target("avx2"))) void fill_slots_avx2(const srans::Table& t, uint32_t* slots) {
-    const __m256i first = _mm256_setr_epi32(0, 1 << 4, 2 << 4, 3 << 4, 4 << 4, 5 << 4, 6 << 4, 7 << 4);
-    const __m256i next = _mm256_set1_epi32(8 << 4);
-    for (unsigned s = 0; s < kAlphabet; ++s) {
-        const uint32_t f = t.freq[s];
-        __m256i v = _mm256_or_si256(_mm256_set1_epi32(static_cast<int>(f << 16 | s)), first);
-        for (uint32_t k = 0; k < f; k += 8, v = _mm256_add_epi32(v, next))
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(slots + t.cum[s] + k), v);
-    }
-}
-#endif
 
 // A group's slot words; `slots` has kSlotSlack words past the group's.
 void fill_group_slots(const srans::Table& t, uint32_t* slots) {
