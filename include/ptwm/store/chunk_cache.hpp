@@ -109,7 +109,8 @@ private:
     };
 
     // Drops least recently used ready chunks until `incoming` more bytes fit.
-    // Decodes in flight are never evicted: their waiters need them.
+    // Decodes in flight are never evicted: their waiters need them (so the
+    // bound holds again when they are done, each evicting with 0).
     void evict_for(size_t incoming);
 
     const uint64_t capacity_;

@@ -133,6 +133,10 @@ ChunkPtr ChunkCache::get(const ChunkKey& key, size_t length, const Decoder& deco
         entry.ready = true;
         lru_.push_front(key);
         entry.lru_position = lru_.begin();
+        // Decodes in flight could not be evicted when their bytes were
+        // reserved, so concurrent (or nested) misses may have taken the
+        // cache past its bound: back within it as each is done.
+        evict_for(0);
     }
     promise.set_value(result);
     return result;
