@@ -59,7 +59,7 @@ void File::read_exact(uint64_t offset, std::span<uint8_t> out) const {
 }
 
 namespace {
-constexpr uint64_t kWritebackBytes = 16u << 20;
+constexpr uint64_t kWritebackBytes = 1u << 20;
 }  // namespace
 
 AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(std::move(path)) {
