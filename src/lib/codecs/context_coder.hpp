@@ -43,9 +43,11 @@ struct Node {
     }
 };
 
-class Encoder {
+// `Bytes`: where the range coder's bytes go (range_coder.hpp).
+template <class Bytes = range::GrowingBytes>
+class BasicEncoder {
 public:
-    explicit Encoder(const RateTable& t) : t_(&t) {}
+    explicit BasicEncoder(const RateTable& t, Bytes out = {}) : t_(&t), rc_(std::move(out)) {}
     unsigned bit(Node& node, unsigned b) {
         code(node.p0(), b);
         node.update(b, *t_);
@@ -86,8 +88,9 @@ public:
 private:
     void code(uint32_t p0, unsigned b) { rc_.code((rc_.range() >> kPBits) * p0, b); }
     const RateTable* t_;
-    range::Encoder rc_;
+    range::BasicEncoder<Bytes> rc_;
 };
+using Encoder = BasicEncoder<>;
 
 class Decoder {
 public:

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 
+#include "base/scratch.hpp"
 #include "base/varint.hpp"
 #include "ptwm/base/error.hpp"
 
@@ -680,7 +681,12 @@ ScalePlan plan_scales(std::span<const uint8_t> in, const TensorLayout& layout) {
 
 std::vector<uint8_t> encode_scales(std::span<const uint8_t> in, const TensorLayout& layout, const ScalePlan& plan) {
     const ScaleGeometry g{plan.blocks_per_row, plan.blocks_per_tap};
-    Encoder e(kScaleRates);
+    // The coder's bytes in a per-thread buffer of the worst case: a scale
+    // is at most four decisions of at most 11 bits (p0 is clamped to
+    // [32, 65504] / 2^16) and 17 raw Exp-Golomb bits, under 8 bytes; then
+    // the minimum's 8 bits and the flush.
+    thread_local Scratch t_bytes;
+    context::BasicEncoder<range::BoundedBytes> e(kScaleRates, range::BoundedBytes(t_bytes.get(8 * in.size() + 32)));
     if (!in.empty()) {
         const ScaleSummary sum_up = summarize_scales(in.data(), in.size());
         code_scale_min(e, sum_up.min);
