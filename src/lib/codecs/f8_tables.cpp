@@ -1419,15 +1419,17 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls
             // A lane whose signs all fall inside the chunk (all but the
             // last, or none): eight at a time, no test a bit (bit by bit
             // this was 2-3% of a 32-state chunk's decode).
+            // The last eight from bit 22, overlapping the third eight by two
+            // (or-ing their signs again changes nothing): four whole 8-byte
+            // loads and stores. A 6-byte tail read into a zeroed word stalled
+            // on store forwarding, half of this loop's time.
             static_assert(kStateSignBits == 30);
             uint8_t* o = out.data() + first;
-            for (unsigned q = 0; q < kStateSignBits; q += 8) {
-                const uint64_t s = sign_bytes((x >> q) & (q + 8 <= kStateSignBits ? 0xFF : 0x3F));
-                const size_t len = q + 8 <= kStateSignBits ? 8 : kStateSignBits - q;
-                uint64_t v = 0;
-                std::memcpy(&v, o + q, len);
-                v |= s;
-                std::memcpy(o + q, &v, len);
+            for (unsigned q : {0u, 8u, 16u, kStateSignBits - 8}) {
+                uint64_t v;
+                std::memcpy(&v, o + q, 8);
+                v |= sign_bytes((x >> q) & 0xFF);
+                std::memcpy(o + q, &v, 8);
             }
             continue;
         }
@@ -1566,13 +1568,17 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
     const size_t n = out.size();
     // Row classes: one per row the chunk touches (at most n / 2 + 2).
     std::vector<uint8_t> cls(row_classes ? chunk_rows(n, period, phase) : period, 0);
-    std::vector<Table> tables(1);  // the sign's (unused when raw), then one per class
+    // The sign's (unused when raw), then one per class. Per thread and
+    // reused, their vectors too: read anew for every chunk (decode does not
+    // nest).
+    thread_local std::vector<Table> tables;
+    tables.resize(1 + (size_t{1} << log2k));
     {
         srans::BitReader r(payload);
-        if (log2k)
-            for (auto& c : cls) c = static_cast<uint8_t>(r.get(log2k));
-        if (coded_signs) tables[0] = srans::read_table(r, 2, prec);
-        for (unsigned c = 0; c < (1u << log2k); ++c) tables.push_back(srans::read_table(r, 128, prec));
+        if (log2k) r.get_each(log2k, cls.size(), cls.data());
+        if (coded_signs) srans::read_table(r, 2, prec, tables[0]);
+        else tables[0] = Table{};
+        for (unsigned c = 0; c < (1u << log2k); ++c) srans::read_table(r, 128, prec, tables[1 + c]);
         payload = payload.subspan(r.bytes_used());
     }
     if (n) {
@@ -1596,9 +1602,12 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         payload = payload.subspan(signs.size());
     }
     if (state_signs) {
+        // The largest, then one test (the compiler vectorises the max; a
+        // test a frequency was a tenth of this function's own time).
+        uint32_t largest = 0;
         for (const Table& x : tables)
-            for (uint32_t f : x.freq)
-                if (f > kStateSignsMaxFreq) throw CorruptData("f8-tables: a frequency too large for its layout");
+            for (uint32_t f : x.freq) largest = std::max(largest, f);
+        if (largest > kStateSignsMaxFreq) throw CorruptData("f8-tables: a frequency too large for its layout");
         // With row classes every byte gets its row's class: the period is
         // the whole chunk. Built once (a 256 KiB chunk of row classes used
         // to be allocated, zeroed and copied twice).
