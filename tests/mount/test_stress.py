@@ -115,24 +115,31 @@ def full_pread(fd, length, offset):
 
 class Counters:
     """Per-process counters in shared memory, so that they survive a
-    reader killed by SIGBUS (an mmap of a file system that went away)."""
+    reader killed by SIGBUS (an mmap of a file system that went away).
+    A row per thread, written by that thread alone, with no lock: a lock
+    held by one thread when another's SIGBUS killed their process stayed
+    held, and the test's next read of the counters waited on it forever
+    (seen under load, after the readers were done)."""
 
-    def __init__(self, context):
-        self.array = context.Array("q", len(COUNTERS), lock=True)
+    def __init__(self, context, threads=THREADS):
+        self.threads = threads
+        self.array = context.Array("q", len(COUNTERS) * threads, lock=False)
 
-    def add(self, **counts):
-        with self.array.get_lock():
-            for name, value in counts.items():
-                self.array[COUNTERS.index(name)] += value
+    def add(self, slot, **counts):
+        row = slot * len(COUNTERS)
+        for name, value in counts.items():
+            self.array[row + COUNTERS.index(name)] += value
 
     def value(self, name):
-        return self.array[COUNTERS.index(name)]
+        column = COUNTERS.index(name)
+        return sum(self.array[t * len(COUNTERS) + column] for t in range(self.threads))
 
 
-def reader_thread(mount_path, corpus, seed, deadline, stop, counters, notes, keep_open):
+def reader_thread(mount_path, corpus, seed, deadline, stop, counters, slot, notes, keep_open):
     """Random preads and tensor mmaps until the deadline or `stop`.
     keep_open: keep one descriptor per file (else open per operation, so
-    that nothing pins the file system once it is gone)."""
+    that nothing pins the file system once it is gone). slot: the thread's
+    row of `counters`."""
     rng = random.Random(seed)
     fds = {}
     consecutive_gone = 0
@@ -179,24 +186,24 @@ def reader_thread(mount_path, corpus, seed, deadline, stop, counters, notes, kee
                         os.close(fd)
             except OSError as e:
                 if e.errno in GONE_ERRNOS and stop.gone:
-                    counters.add(gone_errors=1, **{errno.errorcode[e.errno]: 1})
+                    counters.add(slot, gone_errors=1, **{errno.errorcode[e.errno]: 1})
                     consecutive_gone += 1
                     if consecutive_gone >= 200:
                         time.sleep(0.01)
                 else:
-                    counters.add(errors=1)
+                    counters.add(slot, errors=1)
                     notes.append(f"{type(e).__name__} {e}")
                 continue
             consecutive_gone = 0
             if got == want:
-                counters.add(reads=1, bytes=len(got))
+                counters.add(slot, reads=1, bytes=len(got))
             elif len(got) < len(want) and want.startswith(got):
-                counters.add(short=1, bytes=len(got))
+                counters.add(slot, short=1, bytes=len(got))
                 notes.append(f"short: {where} gave {len(got)} of {len(want)} bytes")
             else:
                 first = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]),
                              min(len(got), len(want)))
-                counters.add(mismatches=1)
+                counters.add(slot, mismatches=1)
                 notes.append(f"MISMATCH: {where}: {len(got)} bytes for {len(want)}, first difference at +{first}")
     finally:
         for fd in fds.values():
@@ -226,7 +233,7 @@ def reader_process(mount_path, corpus, name, seconds, stop, counters, keep_open,
     notes = []
     deadline = time.monotonic() + seconds
     threads = [threading.Thread(target=reader_thread,
-                                args=(mount_path, corpus, f"{name}.{t}", deadline, stop, counters, notes, keep_open))
+                                args=(mount_path, corpus, f"{name}.{t}", deadline, stop, counters, t, notes, keep_open))
                for t in range(THREADS)]
     for t in threads:
         t.start()

@@ -181,10 +181,10 @@ void decode_bytes(std::span<const uint8_t> payload, std::span<uint8_t> out) {
     // of the plane's time (1650 -> 1590 ns a 48-byte plane on Zen 3). A
     // tree is set up on its first use: an order-1 plane uses few of its 256
     // trees (512 KiB in all, kept only by threads that met such a plane),
-    // which were all set up before. The bits
-    // themselves wait on each other (load, multiply, compare): a branch-free
-    // bit (selects for the range and code) took 2090 ns, and loading both
-    // children's probabilities ahead of the bit 1930.
+    // where all 256 were set up for every plane. The bits themselves wait
+    // on each other (load, multiply, compare): a branch-free bit (selects
+    // for the range and code) took 2090 ns, and loading both children's
+    // probabilities ahead of the bit 1930.
     thread_local std::vector<BitTree<8>> trees;
     if (trees.size() < (order ? 256u : 1u)) trees.resize(order ? 256 : 1);
     std::bitset<256> ready;
