@@ -110,22 +110,15 @@ public:
         at_ += bits;
         return v;
     }
-    // Exp-Golomb of order k (k <= 3): q ones, a zero, then q + k bits, all
-    // from one peek (2 q + 1 + k <= 52 of its 57 bits), not one for the
-    // ones and another for the bits.
+    // Exp-Golomb of order k (k <= 3): q ones, a zero, then q + k bits.
     uint32_t exp_golomb(unsigned k) {
-        const uint64_t w = peek();
-        const auto q = static_cast<unsigned>(std::countr_one(w));
-        if (q > 24) throw CorruptData("static rANS: bad table code");
-        const unsigned nb = q + k;
-        if (at_ + q + 1 + nb > in_.size() * 8) throw CorruptData("static rANS: tables run past the payload");
-        at_ += q + 1 + nb;
-        const uint64_t bits = (w >> (q + 1)) & ((uint64_t{1} << nb) - 1);
-        return static_cast<uint32_t>(((uint64_t{1} << nb) | bits) - (1u << k));
+        uint32_t v = 0;
+        exp_golomb_each(k, 1, [&](uint32_t x) { v = x; });
+        return v;
     }
     // `count` Exp-Golomb codes of order k (k <= 3), each handed to f as
-    // read: the same values as `count` calls of exp_golomb, from a 64-bit
-    // window reloaded only when a code may not fit what is left of it. (A
+    // read, from a 64-bit window (a code takes 2 q + 1 + k <= 52 of its 57
+    // bits) reloaded only when a code may not fit what is left of it. (A
     // table's codes, up to 127, a load each, each load's address waiting on
     // the code before: read_table's share of the posenet E5M2 decode
     // profile fell from 3.8% to 2.2%.)

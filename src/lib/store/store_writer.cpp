@@ -58,17 +58,14 @@ Decomposition tabled(Decomposition grouped) {
     return grouped;
 }
 
-// A batch's chunk whose payload is in its EncodedChunk, not in the batch's buffer.
-constexpr uint64_t kInVector = ~uint64_t{0};
-
 // Puts the payloads of a batch's chunks (plan[first ...], `encoded`) back to
-// back at the start of `buffer`, `total` bytes in all, and returns them.
-// placed[i]: the size of chunk i's payload, which took the chunk's place in
-// `buffer` (at its offset in the batch), or kInVector: it is in its vector.
+// back at the start of `buffer`, `total` bytes in all, and returns them. A
+// chunk whose payload vector is empty has its payload (entry.stored_length()
+// bytes) in its own place in `buffer`, at the chunk's offset in the batch.
 std::span<uint8_t> gather_payloads(BulkBuffer& buffer, std::span<const PlannedChunk> plan, size_t first,
-                                   std::vector<EncodedChunk>& encoded, std::span<const uint64_t> placed, uint64_t total) {
+                                   std::vector<EncodedChunk>& encoded, uint64_t total) {
     const uint64_t begin = plan[first].offset;
-    const auto size = [&](size_t i) { return placed[i] != kInVector ? placed[i] : encoded[i].payload.size(); };
+    const auto size = [&](size_t i) { return encoded[i].entry.stored_length(); };
     // In place, front to back, as long as no payload reaches the place of
     // a later chunk's before that one has moved: the payloads so far no
     // larger than their chunks. Otherwise (data that grew) through a copy.
@@ -82,7 +79,7 @@ std::span<uint8_t> gather_payloads(BulkBuffer& buffer, std::span<const PlannedCh
     if (!in_place) grown.reserve(total);
     uint8_t* const base = buffer.get(in_place ? total : 0).data();
     for (size_t i = 0, at = 0; i < encoded.size(); ++i) {
-        const uint8_t* from = placed[i] != kInVector ? base + (plan[first + i].offset - begin) : encoded[i].payload.data();
+        const uint8_t* from = encoded[i].payload.empty() ? base + (plan[first + i].offset - begin) : encoded[i].payload.data();
         if (in_place) std::memmove(base + at, from, size(i));
         else grown.insert(grown.end(), from, from + size(i));
         at += size(i);
@@ -163,7 +160,8 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
     // in order). A payload no larger than its chunk takes the chunk's place
     // in the buffer as soon as it is coded (the chunk's bytes are done
     // with), and its vector goes back to the allocator for the next
-    // chunk's; the rest stay in their vectors until the batch is gathered.
+    // chunk's (an emptied vector says where the payload is); the rest stay
+    // in their vectors until the batch is gathered.
     // Kept until their batch's write, the payloads were fresh memory batch
     // after batch, page faults all (half of esrgan MXFP4's 1663), and a
     // write a chunk was 465 writes. (With the buffers below: 624 page
@@ -175,7 +173,6 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
         BulkBuffer buffer;
         std::span<uint8_t> input;
         std::vector<EncodedChunk> encoded;
-        std::vector<uint64_t> placed;  // per chunk: its payload's size where it took the chunk's place, else kInVector
     };
     std::array<Batch, 2> batches;
     std::vector<size_t> batch_start;  // the first chunk of each batch
@@ -227,7 +224,6 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
         io.wait(read_ticket);
         if (k + 1 < batch_count) read_ticket = queue_read(k + 1);
         b.encoded.assign(b.count, {});
-        b.placed.assign(b.count, kInVector);
         encoders.run(b.count, [&](size_t i) {
             const PlannedChunk& c = plan[b.first + i];
             try {
@@ -238,7 +234,6 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
                 std::vector<uint8_t>& payload = b.encoded[i].payload;
                 if (payload.size() <= place.size()) {
                     std::copy(payload.begin(), payload.end(), place.begin());
-                    b.placed[i] = payload.size();
                     std::vector<uint8_t>().swap(payload);  // (clear() would keep its memory)
                 }
             } catch (const Error& e) {
@@ -255,11 +250,11 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
             // (A small FP4 chunk may have come out as a stream: no scales.)
             e.scale_tensor = is_grouped(e.decomposition) ? plan[b.first + i].scale_tensor : kNoTensor;
             e.stored_offset = stored_at;
-            stored_at += b.placed[i] != kInVector ? b.placed[i] : b.encoded[i].payload.size();
+            stored_at += e.stored_length();
             encode_chunk_entry(e, std::span<uint8_t, kChunkEntryBytes>(index.data() + (b.first + i) * kChunkEntryBytes,
                                                                         kChunkEntryBytes));
         }
-        const std::span<uint8_t> stored = gather_payloads(b.buffer, plan, b.first, b.encoded, b.placed, stored_at - batch_stored_at);
+        const std::span<uint8_t> stored = gather_payloads(b.buffer, plan, b.first, b.encoded, stored_at - batch_stored_at);
         // (It takes only the span: the next queue_read rewrites this
         // batch's other members while the write may still run.)
         io.submit([stored, batch_stored_at, &out] { out.write_at(batch_stored_at, stored); });
