@@ -241,7 +241,9 @@ int main(int argc, char** argv) {
                                         {"rans1", ptwm::Codec::rans1, small},
                                         {"rans1_x32", ptwm::Codec::rans1, plane},
                                         {"rans2", ptwm::Codec::rans2, sixteen(small)},
-                                        {"rans2_x32", ptwm::Codec::rans2, sixteen(plane)}};
+                                        {"rans2_x32", ptwm::Codec::rans2, sixteen(plane)},
+                                        {"bit_pack", ptwm::Codec::bit_pack, sixteen(small)},
+                                        {"bit_pack_wide", ptwm::Codec::bit_pack, small}};
     for (const auto& [name, codec, bytes] : forced) {
         ptwm::ChunkEntry e;
         e.decomposition = ptwm::Decomposition::stream;

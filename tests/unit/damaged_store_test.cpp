@@ -310,10 +310,14 @@ TEST_F(DamagedStore, ChunkOutsideItsTensor) {
     expect_open_error(assemble(m), {"index entry 1: lies outside its tensor"});
 }
 
+// The first codec id past the last one the format defines.
+constexpr auto kUnknownCodec = static_cast<ptwm::Codec>(static_cast<uint8_t>(ptwm::Codec::bit_pack) + 1);
+const std::string kUnknownCodecText = "unknown codec id " + std::to_string(static_cast<int>(kUnknownCodec));
+
 TEST_F(DamagedStore, CodecIdThatDoesNotExist) {
     StoreModel m = model_;
-    m.entries[kPatternChunk].codec[0] = static_cast<ptwm::Codec>(13);
-    expect_open_error(assemble(m), {"index entry 2: plane 0 has unknown codec id 13"});
+    m.entries[kPatternChunk].codec[0] = kUnknownCodec;
+    expect_open_error(assemble(m), {"index entry 2: plane 0 has " + kUnknownCodecText});
 }
 
 TEST_F(DamagedStore, DecompositionIdThatDoesNotExist) {
@@ -448,8 +452,7 @@ TEST_F(DamagedStore, DecodedSizeDisagreesWithTheIndex) {
 
 TEST(DamagedPlane, UnknownCodecId) {
     Bytes out(16);
-    expect_error<ptwm::CorruptData>([&] { ptwm::decode_plane(static_cast<ptwm::Codec>(13), Bytes{1, 2}, out); },
-                                    {"unknown codec id 13"});
+    expect_error<ptwm::CorruptData>([&] { ptwm::decode_plane(kUnknownCodec, Bytes{1, 2}, out); }, {kUnknownCodecText});
 }
 
 TEST(DamagedPlane, ConstantPayloadOfTwoBytes) {

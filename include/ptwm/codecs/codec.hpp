@@ -33,6 +33,8 @@ enum class Codec : uint8_t {
                       // split chosen per tensor (in the payload): needs the tensor's layout
     rans2 = 12,       // order-2 rANS over at most 16 byte values (byte pairs under order 1), for the
                       // block scales of large models
+    bit_pack = 13,    // each byte's distance from the plane's smallest in a fixed number of bits, for
+                      // planes too small for an entropy coder's table
 };
 
 // Where a chunk's bytes sit in their tensor. The context models take their

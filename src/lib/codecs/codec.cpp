@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "base/scratch.hpp"
+#include "codecs/bit_pack.hpp"
 #include "codecs/f8_tables.hpp"
 #include "codecs/fp4_tables.hpp"
 #include "codecs/pair_rans.hpp"
@@ -147,7 +148,7 @@ bool all_equal(std::span<const uint8_t> plane) {
 
 }  // namespace
 
-bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::rans2); }
+bool is_known(Codec c) { return static_cast<uint8_t>(c) <= static_cast<uint8_t>(Codec::bit_pack); }
 
 bool is_context_model(Codec c) {
     return c == Codec::scale_model || c == Codec::f8_model || c == Codec::fp4_model || c == Codec::scale_mix;
@@ -168,6 +169,7 @@ std::string_view name(Codec c) {
         case Codec::fp4_tables: return "fp4-tables";
         case Codec::scale_mix: return "scale-mix";
         case Codec::rans2: return "rans2";
+        case Codec::bit_pack: return "bit-pack";
     }
     return "unknown";
 }
@@ -227,6 +229,7 @@ std::vector<uint8_t> encode_with(Codec c, std::span<const uint8_t> plane, int zs
         case Codec::f8_model: return models::encode_f8(plane, layout);
         case Codec::fp4_model: return models::encode_fp4(plane, layout);
         case Codec::f8_tables: return f8tables::encode(plane, layout);
+        case Codec::bit_pack: return bit_pack::encode(plane);
         case Codec::fp4_tables: {
             // MX blocks hold 16 bytes a scale, NV blocks 8.
             if (layout.scales.empty() || plane.size() % layout.scales.size() != 0)
@@ -246,6 +249,11 @@ namespace {
 // more than its margin of the plane. The adaptive coder takes part with a
 // floor (the order-0 bound): it is only worth its decode time where the
 // best so far is further than its margin above the bound.
+//
+// The contest starts from the fastest decoders, whose sizes need no coding:
+// the plane as it is (raw), or its bit packing where that is smaller
+// (`start`, the size the first candidate must beat). Bit packing is coded
+// only if no candidate beats it.
 struct Contender {
     Codec codec;
     double margin;
@@ -254,10 +262,10 @@ struct Contender {
     double entry_size() const { return std::max(static_cast<double>(payload.size()), floor); }
 };
 
-// Index of the winner among `c` (their order is the contest's); -1: raw.
-int contest_winner(std::span<const Contender> c, size_t n) {
+// Index of the winner among `c` (their order is the contest's); -1: the start.
+int contest_winner(std::span<const Contender> c, size_t n, double start) {
     int best = -1;
-    double best_size = static_cast<double>(n);
+    double best_size = start;
     for (size_t k = 0; k < c.size(); ++k)
         if (c[k].entry_size() < best_size - c[k].margin * static_cast<double>(n)) {
             best = static_cast<int>(k);
@@ -266,24 +274,25 @@ int contest_winner(std::span<const Contender> c, size_t n) {
     return best;
 }
 
-// The winner's payload size (n: raw).
-double winner_size(std::span<const Contender> c, size_t n) {
-    const int w = contest_winner(c, n);
-    return w < 0 ? static_cast<double>(n) : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+// The winner's payload size (`start` where no candidate won).
+double winner_size(std::span<const Contender> c, size_t n, double start) {
+    const int w = contest_winner(c, n, start);
+    return w < 0 ? start : static_cast<double>(c[static_cast<size_t>(w)].payload.size());
 }
 
 // Whether a contender that would enter the contest at position `at`, whose
 // payload is at least `floor` bytes, cannot change its outcome: either it
 // could not beat the best before it, or a later winner beats it and
 // everything before that winner by the winner's margin, whatever its size.
-bool cannot_change_outcome(std::span<const Contender> c, size_t at, double margin, double floor, size_t n) {
+bool cannot_change_outcome(std::span<const Contender> c, size_t at, double margin, double floor, size_t n,
+                           double start) {
     const double nd = static_cast<double>(n);
-    const double before = winner_size(c.first(at), n);
+    const double before = winner_size(c.first(at), n, start);
     if (floor >= before - margin * nd) return true;
-    const int final_w = contest_winner(c, n);
+    const int final_w = contest_winner(c, n, start);
     if (final_w < static_cast<int>(at)) return false;
     const Contender& win = c[static_cast<size_t>(final_w)];
-    double rivals = std::min(nd, floor);
+    double rivals = std::min(start, floor);
     for (int k = 0; k < final_w; ++k) rivals = std::min(rivals, static_cast<double>(c[static_cast<size_t>(k)].payload.size()));
     return win.entry_size() < rivals - win.margin * nd;
 }
@@ -433,6 +442,8 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         add_to_histogram(plane.subspan(std::min(n, kZstdSample)), hist);
     }
     const double bound_bytes = order0_bits(hist) / 8;
+    const size_t packed = bit_pack::encoded_size(hist, n);
+    const double start = packed && packed < n ? static_cast<double>(packed) : nd;
     const auto present = static_cast<double>(std::count_if(hist.begin(), hist.end(), [](uint64_t k) { return k != 0; }));
     const double rans_overhead = present + 1 + 2.0 * rans::states(n);
     const double f8_margin = f8tables::simd_layout(f8) ? 0.0 : kF8TablesMargin;
@@ -441,7 +452,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // Nor where that lower bound on its payload cannot beat the plane as it
     // is (small planes whose table costs more than it saves: the biases and
     // per-channel scales of FP8 checkpoints, 32-128 bytes a plane).
-    if (!f8_beats_rans && bound_bytes + rans_overhead < nd * (1 - kTieMargin))
+    if (!f8_beats_rans && bound_bytes + rans_overhead < start - kTieMargin * nd)
         c.push_back({Codec::rans0, kTieMargin, 0, rans_encode(Codec::rans0, plane)});
 
     if (opt.level >= 2 && (opt.zstd || opt.level >= 6)) {
@@ -468,7 +479,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // than that above the bound (a static table too large for the plane).
     // (Order 1 can only lower the best so far: without it is the widest test.)
     if (opt.level >= 2 && n <= (opt.level >= kContextModelLevel ? kAdaptiveMax : kAdaptiveFastMax)) {
-        const double best_size = winner_size(c, n);
+        const double best_size = winner_size(c, n, start);
         // Its payload is at least order0_floor: where that cannot beat the
         // best by the margin either, encoding it is wasted.
         if (best_size - bound_bytes > kAdaptiveMargin * nd &&
@@ -483,7 +494,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         if ((t == DType::U8 || t == DType::F8_E8M0) && opt.level >= 2 && n <= kScaleModelMax && bound_bytes < nd / 2 &&
             (opt.level >= kContextModelLevel || elements <= kScaleModelTensorMax)) {
             const auto plan = models::plan_scales(plane, *whole);
-            if (!cannot_change_outcome(c, c.size(), kTieMargin, plan.floor_bytes, n))
+            if (!cannot_change_outcome(c, c.size(), kTieMargin, plan.floor_bytes, n, start))
                 c.push_back({Codec::scale_model, kTieMargin, 0, models::encode_scales(plane, *whole, plan)});
         }
         // FP4 tensors' scale tensors, E8M0 or E4M3 (the writer marks them):
@@ -495,7 +506,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         const auto is_whole_tensor = [&] { return whole->offset == 0 && elements == n; };
         if (whole->block_scales && (t == DType::U8 || t == DType::F8_E8M0 || t == DType::F8_E4M3) &&
             opt.level >= kContextModelLevel && n <= kScaleMixMax && is_whole_tensor()) {
-            const double best_size = winner_size(c, n);
+            const double best_size = winner_size(c, n, start);
             c.push_back({Codec::scale_mix, kScaleMixMargin * best_size / nd, 0, models::encode_scale_mix(plane, *whole)});
         }
         // Any saving is worth its decode time at these levels.
@@ -514,7 +525,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         (*whole->dtype == DType::U8 || *whole->dtype == DType::F8_E8M0 ||
          (*whole->dtype == DType::F8_E4M3 && whole->block_scales)) &&
         zc != c.end()) {
-        const double best_size = winner_size(c, n);
+        const double best_size = winner_size(c, n, start);
         if (static_cast<double>(zc->payload.size()) < kScaleZstdReach * best_size) {
             auto top = zstd_encode(plane, kScaleZstdLevel);
             if (top.size() < zc->payload.size()) zc->payload = std::move(top);
@@ -543,7 +554,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
         const double floor = whole->block_scales && r0 != c.end()
                                  ? kScaleF8TablesReach * static_cast<double>(r0->payload.size())
                                  : 0;
-        if (!cannot_change_outcome(c, rans1_at, kF8TablesMargin, floor, n))
+        if (!cannot_change_outcome(c, rans1_at, kF8TablesMargin, floor, n, start))
             c.insert(c.begin() + static_cast<long>(rans1_at),
                      Contender{Codec::f8_tables, kF8TablesMargin, 0, f8tables::encode(plane, *whole)});
     }
@@ -558,11 +569,12 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     if (try_rans1 && large_scales) pair = pair_rans::encode(plane);
     if (pair)
         c.insert(c.begin() + static_cast<long>(rans1_at), Contender{Codec::rans2, kTieMargin, 0, std::move(*pair)});
-    else if (try_rans1 && (large_scales || !cannot_change_outcome(c, rans1_at, kTieMargin, rans1_floor(plane), n)))
+    else if (try_rans1 && (large_scales || !cannot_change_outcome(c, rans1_at, kTieMargin, rans1_floor(plane), n, start)))
         c.insert(c.begin() + static_cast<long>(rans1_at),
                  Contender{Codec::rans1, kTieMargin, 0, rans_encode(Codec::rans1, plane)});
 
-    const int w = contest_winner(c, n);
+    const int w = contest_winner(c, n, start);
+    if (w < 0 && start < nd) return {Codec::bit_pack, bit_pack::encode(plane)};
     if (w < 0) return {Codec::raw, {plane.begin(), plane.end()}};
     return {c[static_cast<size_t>(w)].codec, std::move(c[static_cast<size_t>(w)].payload)};
 }
@@ -602,6 +614,7 @@ void decode_plane(Codec c, std::span<const uint8_t> payload, std::span<uint8_t> 
         case Codec::fp4_model: models::decode_fp4(payload, out, layout); return;
         case Codec::f8_tables: f8tables::decode(payload, out); return;
         case Codec::fp4_tables: fp4tables::decode(payload, out, layout.scales); return;
+        case Codec::bit_pack: bit_pack::decode(payload, out); return;
     }
     throw CorruptData("unknown codec id " + std::to_string(static_cast<int>(c)));
 }
