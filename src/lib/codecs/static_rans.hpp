@@ -534,6 +534,15 @@ size_t get_packed_states(std::span<const uint8_t> in, std::array<uint32_t, Lanes
     return Lanes / 2 + bytes;
 }
 
+// A stream's final states, appended to `out`: packed, or four
+// little-endian bytes a state, lane 0 first.
+template <size_t Lanes>
+void put_states(const std::array<uint32_t, Lanes>& x, std::vector<uint8_t>& out, States states) {
+    if (states == States::packed) return put_packed_states(x, out);
+    for (uint32_t s : x)
+        for (unsigned b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(s >> (8 * b)));
+}
+
 // The encoder's output: written back to front into a buffer sized for the
 // worst case (a word a symbol), so the hot loop has no capacity checks.
 // Callers keep the states in locals.
@@ -555,12 +564,7 @@ public:
     // words -- to `out`.
     template <size_t Lanes>
     void finish(const std::array<uint32_t, Lanes>& x, std::vector<uint8_t>& out, States states = States::words) {
-        if (states == States::packed) {
-            put_packed_states(x, out);
-        } else {
-            for (size_t lane = Lanes; lane-- > 0;)
-                for (int b = 3; b >= 0; --b) *--p_ = static_cast<uint8_t>(x[lane] >> (8 * b));
-        }
+        put_states(x, out, states);
         out.insert(out.end(), p_, end_);
     }
 
