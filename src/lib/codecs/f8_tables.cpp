@@ -87,6 +87,21 @@ constexpr unsigned kStateSignsEncoderPrec = 12;
 // 0.07% more over the 33 corpus and derived files (at most 0.18%, the
 // derived movenet block file). A 64 KiB budget kept a third of the speed.
 constexpr unsigned kSlotBudgetLog2 = 13;
+// Near ties go to the decoder: of the state-signs choices (class count,
+// precision) that code within a margin of the smallest, the encoder takes
+// the one with the fewest slot words, then the fewest tables (each table
+// is read, normalised and filled per chunk, some 12% of the derived posenet
+// E5M2 file's decode, and fewer slots stay nearer in L1). The margin is a
+// quarter of what the smallest choice codes below the plane's own order-0
+// bound, and at most 0.2% of the plane (kF8TablesMargin in codec.cpp): where
+// f8-tables is near the bound (esrgan's FP8 files, whose small tensors are
+// mostly above it) nothing is given back, so no file crosses its
+// whole-byte bound. On posenet E5M2: 5% faster (1.04x zstd -d, was 0.96x)
+// for 0.18% more; the other 14 FP8 files 0-0.055% more, 0-2% faster. (A
+// flat 0.2% margin: esrgan's F8_E4M3 files grew 0.075%, above their bound;
+// a 2^12 slot budget everywhere: posenet E5M2 7% faster, but 0.07-0.3%
+// more, esrgan's above its bound.)
+constexpr double kNearTieShare = 0.25, kF8NearTie = 0.002;
 template <size_t Lanes>
 constexpr size_t kStateSignsTotal = Lanes * kStateSignBits;  // 960 or 1920
 
@@ -1513,35 +1528,43 @@ std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& lay
                 if (bits < best_bits) best_bits = bits, best.log2_classes = log2k, best.row_classes = true;
             }
         }
-        const Plan& chosen = best.row_classes ? rows : p;
-        // Down from 12 bits, or the slot budget's, while a step saves (finer
-        // tables cost more to describe, coarser ones more a symbol: one
-        // minimum).
-        // (Signs are raw here, so the class tables are all the tables.)
-        const auto search_prec = [&](Choice& ch, std::vector<Table>& tables) {
-            double bits = -1;
-            std::vector<Table> t;
-            for (unsigned prec = std::min(kStateSignsEncoderPrec, kSlotBudgetLog2 - ch.log2_classes);
-                 prec >= srans::kMinPrec; --prec) {
-                Choice c = ch;
-                c.prec = prec;
-                const double b = magnitude_bits(chosen, c, &t);
-                if (bits >= 0 && b >= bits) break;
-                bits = b, ch.prec = prec, tables.swap(t);
-            }
-            return bits;
+        // Every class count up to the estimate's, at every precision the
+        // slot budget allows (at most 9 choices, 25 tables built), coded
+        // exactly: the smallest, then the one the decoder sets up fastest of
+        // those within the slack (see kNearTieShare). (Signs are raw here,
+        // so the class tables are all the tables.)
+        struct Option {
+            Choice ch;
+            double bits;
+            std::vector<Table> tables;
         };
-        std::vector<Table> tables;
-        const double bits = search_prec(best, tables);
-        // Under the budget, half the classes at a finer precision may code
-        // smaller (they gave back a tenth of its cost).
-        if (best.log2_classes >= 2) {
-            Choice fewer = best;
-            --fewer.log2_classes;
-            std::vector<Table> fewer_tables;
-            const double b = search_prec(fewer, fewer_tables);
-            if (b < bits) best = fewer, tables.swap(fewer_tables);
-        }
+        std::vector<Option> options;
+        for (unsigned log2k = 0; log2k <= best.log2_classes; ++log2k)
+            for (unsigned prec = std::min(kStateSignsEncoderPrec, kSlotBudgetLog2 - log2k); prec >= srans::kMinPrec; --prec) {
+                Option o{best, 0, {}};
+                o.ch.log2_classes = log2k, o.ch.prec = prec;
+                o.ch.row_classes = best.row_classes && log2k;
+                o.bits = magnitude_bits(o.ch.row_classes ? rows : p, o.ch, &o.tables);
+                options.push_back(std::move(o));
+            }
+        double least = options[0].bits;
+        for (const Option& o : options) least = std::min(least, o.bits);
+        // The plane's order-0 bound less what the payload is at its smallest
+        // (every sign counted raw, the tail's too, which the final states
+        // carry, and the states left out: about even).
+        double bound = srans::k_log2_k(n);
+        for (uint64_t k : p.bytes)
+            if (k) bound -= srans::k_log2_k(k);
+        const double slack = std::min(kF8NearTie * 8.0 * static_cast<double>(n),
+                                      kNearTieShare * std::max(0.0, bound - (least + static_cast<double>(n))));
+        const auto cost = [](const Choice& ch) { return std::pair{ch.prec + ch.log2_classes, ch.log2_classes}; };
+        Option* pick = nullptr;
+        for (Option& o : options)
+            if (o.bits <= least + slack && (!pick || cost(o.ch) < cost(pick->ch) || (cost(o.ch) == cost(pick->ch) && o.bits < pick->bits)))
+                pick = &o;
+        best = pick->ch;
+        std::vector<Table> tables = std::move(pick->tables);
+        const Plan& chosen = best.row_classes ? rows : p;
         return write(in, chosen, best, std::move(tables));  // (at 12 bits or fewer every frequency fits a slot)
     }
     Choice coarse = best;
