@@ -627,8 +627,6 @@ __attribute__((target("avx2"))) uint16_t* encode_wide_avx2_rounds(const std::vec
     const __m256i lo13 = _mm256_set1_epi32(0x1FFF);
     const __m256i one_p = _mm256_set1_epi32(static_cast<int>(1u << prec));
     const __m128i cmp_shift = _mm_cvtsi32_si128(static_cast<int>(31 - prec));
-    const __m256i low_words = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13,
-                                               -1, -1, -1, -1, -1, -1, -1, -1);
     const std::array<uint8_t, 32>* const tb = tab.data();
     for (size_t r = rounds; r-- > 0;) {
         const __m256i raw = _mm256_shuffle_epi8(
@@ -643,18 +641,10 @@ __attribute__((target("avx2"))) uint16_t* encode_wide_avx2_rounds(const std::vec
             const __m256i x0 = xv[v];
             const __m256i f = _mm256_and_si256(packed[v], lo13);
             const __m256i keep = _mm256_cmpgt_epi32(f, _mm256_srl_epi32(x0, cmp_shift));  // x < x_max
-            const unsigned out = ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(keep))) & 0xFF;
-            const __m128i words = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(x0, low_words), 0x08));
-            const __m128i kept = _mm_shuffle_epi8(words, _mm_load_si128(reinterpret_cast<const __m128i*>(srans::avx2::kCompress.shuf[out].data())));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(p - 16), kept);
-            p -= 2 * static_cast<unsigned>(std::popcount(out));
+            srans::avx2::store_words(x0, ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(keep))) & 0xFF, p);
             const __m256i y = _mm256_blendv_epi8(_mm256_srli_epi32(x0, 16), x0, keep);
-            const __m256i even = _mm256_mul_epu32(y, rcp[v]);
-            const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(y, 32), _mm256_srli_epi64(rcp[v], 32));
-            const __m256i high = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-            const __m256i quot = _mm256_srlv_epi32(high, _mm256_srli_epi32(packed[v], 26));
-            const __m256i bias = _mm256_and_si256(_mm256_srli_epi32(packed[v], 13), lo13);
-            xv[v] = _mm256_add_epi32(_mm256_add_epi32(y, bias), _mm256_mullo_epi32(quot, _mm256_sub_epi32(one_p, f)));
+            xv[v] = srans::avx2::step(y, rcp[v], _mm256_srli_epi32(packed[v], 26),
+                                      _mm256_and_si256(_mm256_srli_epi32(packed[v], 13), lo13), _mm256_sub_epi32(one_p, f));
         }
     }
     for (int v = 0; v < 4; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(x.data() + 8 * v), xv[v]);

@@ -53,12 +53,12 @@ __attribute__((target("avx2"), always_inline)) inline Fields load_fields(const E
             _mm256_unpackhi_epi64(t2, t3)};
 }
 
-// One symbol on each of 8 states x; words stored below p (which moves down
-// 2 bytes a word). Writes up to 16 bytes below p: the buffer needs that
-// much slack below its last word (EncodeBuffer has 4 * lanes + 2 bytes).
-__attribute__((target("avx2"), always_inline)) inline void put8(__m256i& x, const Fields& f, uint8_t*& p) {
-    const __m256i m = _mm256_cmpeq_epi32(_mm256_max_epu32(x, f.x_max), x);  // x >= x_max
-    const unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(m)));
+// The low words of the 8 states x whose bits are set in `mask` (bit k:
+// lane k renormalises), stored in lane order just below p, which moves
+// down past them (2 bytes a word). Writes 16 bytes below p whatever it
+// keeps: the buffer needs that much slack below its last word
+// (EncodeBuffer has 4 * lanes + 2 bytes).
+__attribute__((target("avx2"), always_inline)) inline void store_words(__m256i x, unsigned mask, uint8_t*& p) {
     // The low words of the 8 lanes as one 128-bit vector, then the kept ones
     // to its top.
     const __m256i lo = _mm256_shuffle_epi8(
@@ -69,13 +69,26 @@ __attribute__((target("avx2"), always_inline)) inline void put8(__m256i& x, cons
         _mm_shuffle_epi8(words, _mm_load_si128(reinterpret_cast<const __m128i*>(kCompress.shuf[mask].data())));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p - 16), kept);
     p -= 2 * static_cast<unsigned>(std::popcount(mask));
-    const __m256i y = _mm256_blendv_epi8(x, _mm256_srli_epi32(x, 16), m);
-    const __m256i even = _mm256_mul_epu32(y, f.rcp);
-    const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(y, 32), _mm256_srli_epi64(f.rcp, 32));
+}
+
+// put_word's step from y (x after its renormalisation) on 8 lanes: x =
+// y + bias + q * cmpl_freq, q = the high half of y * rcp_freq shifted right
+// by rcp_shift (per lane).
+__attribute__((target("avx2"), always_inline)) inline __m256i step(__m256i y, __m256i rcp, __m256i rcp_shift, __m256i bias,
+                                                                  __m256i cmpl_freq) {
+    const __m256i even = _mm256_mul_epu32(y, rcp);
+    const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(y, 32), _mm256_srli_epi64(rcp, 32));
     const __m256i high = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-    const __m256i quot = _mm256_srlv_epi32(high, _mm256_srli_epi32(f.cs, 16));
-    x = _mm256_add_epi32(_mm256_add_epi32(y, f.bias),
-                         _mm256_mullo_epi32(quot, _mm256_and_si256(f.cs, _mm256_set1_epi32(0xFFFF))));
+    const __m256i quot = _mm256_srlv_epi32(high, rcp_shift);
+    return _mm256_add_epi32(_mm256_add_epi32(y, bias), _mm256_mullo_epi32(quot, cmpl_freq));
+}
+
+// One symbol on each of 8 states x; words stored below p (store_words).
+__attribute__((target("avx2"), always_inline)) inline void put8(__m256i& x, const Fields& f, uint8_t*& p) {
+    const __m256i m = _mm256_cmpeq_epi32(_mm256_max_epu32(x, f.x_max), x);  // x >= x_max
+    store_words(x, static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(m))), p);
+    const __m256i y = _mm256_blendv_epi8(x, _mm256_srli_epi32(x, 16), m);
+    x = step(y, f.rcp, _mm256_srli_epi32(f.cs, 16), f.bias, _mm256_and_si256(f.cs, _mm256_set1_epi32(0xFFFF)));
 }
 
 }  // namespace ptwm::srans::avx2
