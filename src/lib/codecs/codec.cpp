@@ -71,7 +71,7 @@ constexpr size_t kAdaptiveFastMax = 256;
 // G symbols/s): no margin, and then order-0 rANS, which cannot go below
 // the bound, is not tried where f8-tables already did (on the corpus's FP8
 // files those attempts were 7% of the pack time and never won).
-constexpr double kF8TablesMargin = 0.002;
+constexpr double kF8TablesMargin = f8tables::kContestMargin;
 // On block scale tensors its payload is taken to be at least this share of
 // order-0 rANS's (see encode_plane).
 constexpr double kScaleF8TablesReach = 0.90;

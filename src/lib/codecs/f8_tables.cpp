@@ -93,15 +93,15 @@ constexpr unsigned kSlotBudgetLog2 = 13;
 // is read, normalised and filled per chunk, some 12% of the derived posenet
 // E5M2 file's decode, and fewer slots stay nearer in L1). The margin is a
 // quarter of what the smallest choice codes below the plane's own order-0
-// bound, and at most 0.2% of the plane (kF8TablesMargin in codec.cpp): where
-// f8-tables is near the bound (esrgan's FP8 files, whose small tensors are
-// mostly above it) nothing is given back, so no file crosses its
-// whole-byte bound. On posenet E5M2: 5% faster (1.04x zstd -d, was 0.96x)
+// bound, and at most 0.2% of the plane (kContestMargin, f8-tables' margin in
+// the plane contest): where f8-tables is near the bound (esrgan's FP8
+// files, whose small tensors are mostly above it) nothing is given back, so
+// no file crosses its whole-byte bound. On posenet E5M2: 5% faster (1.04x zstd -d, was 0.96x)
 // for 0.18% more; the other 14 FP8 files 0-0.055% more, 0-2% faster. (A
 // flat 0.2% margin: esrgan's F8_E4M3 files grew 0.075%, above their bound;
 // a 2^12 slot budget everywhere: posenet E5M2 7% faster, but 0.07-0.3%
 // more, esrgan's above its bound.)
-constexpr double kNearTieShare = 0.25, kF8NearTie = 0.002;
+constexpr double kNearTieShare = 0.25;
 template <size_t Lanes>
 constexpr size_t kStateSignsTotal = Lanes * kStateSignBits;  // 960 or 1920
 
@@ -1552,10 +1552,8 @@ std::vector<uint8_t> encode(std::span<const uint8_t> in, const TensorLayout& lay
         // The plane's order-0 bound less what the payload is at its smallest
         // (every sign counted raw, the tail's too, which the final states
         // carry, and the states left out: about even).
-        double bound = srans::k_log2_k(n);
-        for (uint64_t k : p.bytes)
-            if (k) bound -= srans::k_log2_k(k);
-        const double slack = std::min(kF8NearTie * 8.0 * static_cast<double>(n),
+        const double bound = order0_bits(p.bytes);
+        const double slack = std::min(kContestMargin * 8.0 * static_cast<double>(n),
                                       kNearTieShare * std::max(0.0, bound - (least + static_cast<double>(n))));
         const auto cost = [](const Choice& ch) { return std::pair{ch.prec + ch.log2_classes, ch.log2_classes}; };
         Option* pick = nullptr;

@@ -43,6 +43,11 @@ struct Choice {
     bool packed_states = true;  // false: four-byte final states, as stores written before them (tests)
 };
 
+// The share of a plane f8-tables' four-state layouts must save to win the
+// plane contest over a faster coder (codec.cpp says why); the encoder's own
+// near ties (class count, precision) give back at most this much.
+inline constexpr double kContestMargin = 0.002;
+
 // `layout.shape` and `layout.offset` give the column period and phase.
 // `byte_counts`, when given, receives the bytes' histogram, which the
 // encoder counts anyway (the plane contest wants it for the order-0 bound).

@@ -548,9 +548,12 @@ void put_states(const std::array<uint32_t, Lanes>& x, std::vector<uint8_t>& out,
 // Callers keep the states in locals.
 class EncodeBuffer {
 public:
-    // Two bytes of slack before the first: put() stores its word before it
-    // knows whether the word is kept. The memory is per thread and reused,
-    // and not cleared: a fresh buffer per chunk cost page faults and a memset.
+    // Slack below the last word: two bytes for put(), which stores its word
+    // before it knows whether the word is kept, and 4 bytes a lane (once
+    // room for the final states, which finish() now appends to `out`), where
+    // the SIMD encoders' 16-byte stores below the cursor land. The memory is
+    // per thread and reused, and not cleared: a fresh buffer per chunk cost
+    // page faults and a memset.
     explicit EncodeBuffer(size_t max_symbols, size_t lanes = kLanes) {
         const size_t need = 2 * max_symbols + 4 * lanes + 2;
         thread_local std::unique_ptr<uint8_t[]> t_buf;
