@@ -57,27 +57,24 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
                           std::to_string(n) + " values of " + std::to_string(width) + " bits take " +
                           std::to_string(packed_bytes(n, width)));
     const uint64_t mask = (uint64_t{1} << width) - 1;
-    // Each value from the 64-bit word at its first byte; the last few,
-    // whose word would run past the payload, from a zero-padded copy.
+    // The value whose bits start `bit` bits into `bytes`, from the 64-bit
+    // word at its first byte.
+    const auto value = [&](const uint8_t* bytes, size_t bit) {
+        uint64_t word;
+        std::memcpy(&word, bytes + bit / 8, 8);
+        return static_cast<uint8_t>(base + ((word >> (bit % 8)) & mask));
+    };
+    // The last few values, whose word would run past the payload, from a
+    // zero-padded copy.
     const size_t whole_words = packed.size() >= 8 ? (packed.size() - 8) * 8 / width + 1 : 0;
     const size_t fast = std::min(n, whole_words);
     size_t i = 0;
-    for (; i < fast; ++i) {
-        const size_t bit = i * width;
-        uint64_t word;
-        std::memcpy(&word, packed.data() + bit / 8, 8);
-        out[i] = static_cast<uint8_t>(base + ((word >> (bit % 8)) & mask));
-    }
+    for (; i < fast; ++i) out[i] = value(packed.data(), i * width);
     if (i == n) return;
     const size_t from = i * width / 8;
     uint8_t tail[16] = {};
     std::memcpy(tail, packed.data() + from, packed.size() - from);
-    for (; i < n; ++i) {
-        const size_t bit = i * width - from * 8;
-        uint64_t word;
-        std::memcpy(&word, tail + bit / 8, 8);
-        out[i] = static_cast<uint8_t>(base + ((word >> (bit % 8)) & mask));
-    }
+    for (; i < n; ++i) out[i] = value(tail, i * width - from * 8);
 }
 
 }  // namespace ptwm::bit_pack
