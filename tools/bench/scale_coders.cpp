@@ -11,7 +11,10 @@
 //       build/src/lib/libptwm.a build/src/lib/libxxh3_*.a -lzstd -lxxhash -lhtscodecs -lpthread -o /tmp/scale_coders
 //   /tmp/scale_coders [-v] FILE...
 //
-// -v: one line a scale tensor.
+// -v: one line a scale tensor. Per file it also prints what scale-mix would
+// trade at the default level: the bytes it saves where it is smaller than
+// the contest's payload, the decode time it adds there, and the fetch
+// bandwidth below which that pays back in load time (their ratio).
 #include <zstd.h>
 
 #include <algorithm>
@@ -119,6 +122,33 @@ int main(int argc, char** argv) {
             }
         }
         std::printf("decode MB/s of the scale bytes: scale-mix %.1f, rans0 %.1f\n", mbs[0], mbs[1]);
+        // What scale-mix at the default level would trade: on the tensors
+        // where it is smaller than the contest's payload, the bytes it saves
+        // against the decode time it adds (one thread, best of 5 a tensor).
+        // Their ratio is the fetch bandwidth below which it pays back in load
+        // time.
+        {
+            double saved = 0, added = 0;
+            for_each_scale_tensor(h, file, [&](const TensorInfo&, std::span<const uint8_t> sc, const TensorLayout& layout) {
+                const EncodedPlane e = encode_plane(sc, EncodeOptions{}, &layout);
+                const auto mix = encode_with(Codec::scale_mix, sc, 3, layout);
+                if (mix.size() >= e.payload.size()) return;
+                std::vector<uint8_t> back(sc.size());
+                auto best = [&](Codec c, std::span<const uint8_t> payload) {
+                    double t = 1e9;
+                    for (int rep = 0; rep < 5; ++rep) {
+                        const auto t0 = std::chrono::steady_clock::now();
+                        decode_plane(c, payload, back, layout);
+                        t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                    }
+                    return t;
+                };
+                saved += static_cast<double>(e.payload.size() - mix.size());
+                added += best(Codec::scale_mix, mix) - best(e.codec, e.payload);
+            });
+            std::printf("scale-mix where smaller: %.0f bytes saved, %.2f ms of decode added: pays back below %.2f MB/s\n",
+                        saved, added * 1e3, added > 0 ? saved / added / 1e6 : 0.0);
+        }
         std::string fname = argv[a];
         fname = fname.substr(fname.find_last_of('/') + 1);
         std::printf("%-36.36s %8.0f | %.4f %.4f %.4f %.4f | %.4f %.4f %.4f | %.4f | %d of %d %s\n", fname.c_str(), bytes,
