@@ -3,7 +3,10 @@ model directory and mounted: the corpus's FP8, MXFP4 and NVFP4 files, the
 variants tools/bench/derive_variants.py derives from every corpus model
 (MXFP4, NVFP4, FP8 E4M3 with per-tensor, per-channel and DeepSeek-V3 128x128
 block scales, FP8 E5M2) and its large-model layer (a gpt-oss-sized
-[2880, 5760] weight, whose scale tensors span several chunks).
+[2880, 5760] weight, whose scale tensors span several chunks), and the
+derived MXFP4 and NVFP4 files again under compressed-tensors' names
+(llm-compressor's checkpoints: X.weight_packed, X.weight_scale,
+X.weight_global_scale), which must code as the exporters' names do.
 
 Every file reads back byte-identical through read and mmap. The sizes the issue sets as targets, which
 no later change may lose, are asserted on the stores the mount serves:
@@ -13,6 +16,7 @@ below their order-0 bound, every MXFP4/NVFP4 file and its block scales
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import unittest
@@ -40,6 +44,32 @@ def zstd19_size(data):
                               capture_output=True).stdout)
 
 
+def write_renamed(src, dst, rename):
+    """A copy of safetensors file `src` whose tensors are named rename(name,
+    header): the same bytes after a new header."""
+    with open(src, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+        data = f.read()
+    renamed = {("__metadata__" if name == "__metadata__" else rename(name, header)): info for name, info in header.items()}
+    text = json.dumps(renamed, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(dst, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def compressed_tensors_name(name, header):
+    """compressed-tensors' name of a derived MXFP4 (X.blocks, X.scales) or
+    NVFP4 (X, X_scale, X_scale_2) tensor; others as they are."""
+    for old, new in ((".blocks", ".weight_packed"), (".scales", ".weight_scale"), ("_scale_2", ".weight_global_scale"),
+                     ("_scale", ".weight_scale")):
+        if name.endswith(old) and (old != "_scale" or header[name]["dtype"] == "F8_E4M3"):
+            return name[: -len(old)] + new
+    if header[name]["dtype"] == "U8" and name + "_scale" in header:
+        return name + ".weight_packed"
+    return name
+
+
 def inspect(store):
     out = subprocess.run([executable("PTWMFS_TOOL"), "inspect", "--json", store], check=True, capture_output=True)
     return json.loads(out.stdout)
@@ -58,6 +88,11 @@ class MountedLowPrecision(unittest.TestCase):
         for flags in ([], ["--large"]):
             subprocess.run([sys.executable, DERIVE, "--corpus", corpus, *flags, cls.original], check=True,
                            stdout=subprocess.DEVNULL)
+        for model in ("esrgan-thick-x4", "movenet-thunder", "posenet"):
+            for kind in ("MXFP4", "NVFP4"):
+                write_renamed(os.path.join(cls.original, f"{model}.{kind}.safetensors"),
+                              os.path.join(cls.original, f"{model}.{kind}-compressed-tensors.safetensors"),
+                              compressed_tensors_name)
         for name in os.listdir(corpus):
             if name.endswith(".safetensors") and any(f".{kind}." in name for kind in LOW_PRECISION):
                 shutil.copyfile(os.path.join(corpus, name), os.path.join(cls.original, "corpus." + name))
@@ -75,7 +110,8 @@ class MountedLowPrecision(unittest.TestCase):
 
     def test_every_format_is_there(self):
         names = " ".join(self.files)
-        for kind in ("MXFP4", "NVFP4", "F8_E4M3-tensor", "F8_E4M3-channel", "F8_E4M3-block", "F8_E5M2"):
+        for kind in ("MXFP4", "NVFP4", "F8_E4M3-tensor", "F8_E4M3-channel", "F8_E4M3-block", "F8_E5M2",
+                     "MXFP4-compressed-tensors", "NVFP4-compressed-tensors"):
             for model in ("esrgan-thick-x4", "movenet-thunder", "posenet"):
                 self.assertIn(f"{model}.{kind}.safetensors", names)
         for kind in ("MXFP4", "NVFP4", "F8_E4M3-block"):
@@ -131,7 +167,19 @@ class MountedLowPrecision(unittest.TestCase):
                 self.assertLess(scales["stored_bytes"], zstd,
                                 f"{rel}: block scales not below zstd -19 of each scale tensor alone")
             checked += 1
-        self.assertEqual(checked, 2 * 3 + 2 + 4, "FP4 files: 2 derived per model, 2 gpt-oss-like, 4 in the corpus")
+        self.assertEqual(checked, 4 * 3 + 2 + 4,
+                         "FP4 files: 2 derived per model and their compressed-tensors copies, 2 gpt-oss-like, 4 in the corpus")
+
+    def test_compressed_tensors_names_code_as_the_exporters_names(self):
+        for model in ("esrgan-thick-x4", "movenet-thunder", "posenet"):
+            for kind in ("MXFP4", "NVFP4"):
+                with self.subTest(model=model, kind=kind):
+                    ours, theirs = (inspect(os.path.join(self.store, f"{model}.{k}.safetensors.ptwm"))
+                                    for k in (kind, kind + "-compressed-tensors"))
+                    self.assertTrue("fp4_blocks" in theirs, "no weight_packed tensor paired with its weight_scale")
+                    for part in ("fp4_blocks", "block_scales"):
+                        self.assertEqual(theirs[part]["tensors"], ours[part]["tensors"], part)
+                        self.assertEqual(theirs[part]["stored_bytes"], ours[part]["stored_bytes"], part)
 
 
 if __name__ == "__main__":

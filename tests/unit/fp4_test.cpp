@@ -163,6 +163,36 @@ TEST(Fp4, PairsByNameAndShapeOnly) {
     EXPECT_FALSE(pair_of("w.scales"));
 }
 
+// compressed-tensors (llm-compressor's NVFP4 and MXFP4 checkpoints, which
+// vLLM loads): `weight_packed` U8 [out, in / 2] with `weight_scale`, F8_E4M3
+// [out, in / 16] or E8M0 bytes [out, in / 32]. Its INT4 schemes reuse the
+// names with I32 words and BF16 scales: not FP4, not paired.
+TEST(Fp4, PairsCompressedTensorsNames) {
+    const auto mx = make_mx(64, 16, 1);
+    const std::vector<uint8_t> nv_scales(2 * mx.scales.size(), 0x38), bf16_scales(64 * 2, 0);
+    const auto bytes = test::make_safetensors({{"nv.weight_packed", "U8", {64, 16}, mx.blocks},
+                                               {"nv.weight_scale", "F8_E4M3", {64, 2}, nv_scales},
+                                               {"nv.weight_global_scale", "F32", {1}, std::vector<uint8_t>(4, 0)},
+                                               {"mx.weight_packed", "U8", {64, 16}, mx.blocks},
+                                               {"mx.weight_scale", "U8", {64, 1}, mx.scales},
+                                               {"int4.weight_packed", "I32", {64, 4}, mx.blocks},
+                                               {"int4.weight_scale", "BF16", {64, 1}, bf16_scales}});
+    const auto h = parse_safetensors(bytes, bytes.size(), "x");
+    auto pair_of = [&](const std::string& name) -> std::optional<ScalePair> {
+        for (uint32_t i = 0; i < h.tensors.size(); ++i)
+            if (h.tensors[i].name == name) return find_scale_pair(h, i);
+        return std::nullopt;
+    };
+    ASSERT_TRUE(pair_of("nv.weight_packed"));
+    EXPECT_EQ(h.tensors[pair_of("nv.weight_packed")->scale_tensor].name, "nv.weight_scale");
+    EXPECT_EQ(pair_of("nv.weight_packed")->decomposition, Decomposition::fp4_nv_grouped);
+    ASSERT_TRUE(pair_of("mx.weight_packed"));
+    EXPECT_EQ(h.tensors[pair_of("mx.weight_packed")->scale_tensor].name, "mx.weight_scale");
+    EXPECT_EQ(pair_of("mx.weight_packed")->decomposition, Decomposition::fp4_mx_grouped);
+    EXPECT_FALSE(pair_of("int4.weight_packed"));
+    EXPECT_FALSE(pair_of("nv.weight_scale"));
+}
+
 TEST(Fp4, MxStoreRoundTripsAndBeatsTheUngroupedStream) {
     TempDir dir;
     const auto a = make_mx(5001, 16, 2), b = make_mx(77, 16, 3);

@@ -18,8 +18,11 @@ struct ScalePair {
 };
 
 // The scale tensor of a packed FP4 tensor, by the names exporters use
-// (X.blocks / X_blocks with X.scales / X_scales; X with X_scale) and by
-// shape: one 1-byte scale per 16 (MX, E8M0 or U8) or 8 (NV, F8_E4M3) bytes.
+// (X.blocks / X_blocks with X.scales / X_scales: gpt-oss, OCP MX; X with
+// X_scale: ModelOpt's NVFP4; X_packed with X_scale: compressed-tensors',
+// llm-compressor's NVFP4 and MXFP4, `weight_packed` with `weight_scale`) and
+// by shape: one 1-byte scale per 16 (MX, E8M0 or U8) or 8 (NV, F8_E4M3)
+// bytes.
 std::optional<ScalePair> find_scale_pair(const SafetensorsHeader& h, uint32_t tensor);
 
 }  // namespace ptwm

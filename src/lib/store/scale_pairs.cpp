@@ -20,6 +20,11 @@ std::optional<ScalePair> find_scale_pair(const SafetensorsHeader& h, uint32_t te
         if (ends_with(t.name, std::string(sep) + "blocks"))
             names.push_back(t.name.substr(0, t.name.size() - 6) + "scales");
     }
+    // compressed-tensors (llm-compressor, vLLM) names the packed nibbles
+    // `weight_packed` and their scales `weight_scale` (beside
+    // `weight_global_scale`); its INT4 layouts use the same names, but with
+    // I32 words and BF16/F16 scales, which the dtype and size checks refuse.
+    if (ends_with(t.name, "_packed")) names.push_back(t.name.substr(0, t.name.size() - 6) + "scale");
     names.push_back(t.name + "_scale");
     names.push_back(t.name + ".scales");
     names.push_back(t.name + "_scales");
