@@ -121,6 +121,11 @@ TEST_F(DamagedSafetensors, OddNumberOfF4Elements) {
                         {"tensor 'a'", "3 elements of F4 do not make whole bytes"});
 }
 
+TEST_F(DamagedSafetensors, F6ElementsThatLeaveAByteUnfilled) {
+    expect_header_error(safetensors(R"({"a":{"dtype":"F6_E3M2","shape":[6],"data_offsets":[0,5]}})", Bytes(5)),
+                        {"tensor 'a'", "6 elements of F6_E3M2 do not make whole bytes"});
+}
+
 TEST_F(DamagedSafetensors, ShapeDisagreesWithOffsets) {
     expect_header_error(safetensors(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", Bytes(8)),
                         {"shape and dtype make 12 bytes but data_offsets span 8"});

@@ -88,7 +88,7 @@ TEST(Decomposition, ReorderPutsTheExponentInItsOwnPlane) {
 
 TEST(DType, TableCoversEverySafetensorsDtype) {
     for (const char* n : {"BOOL", "U8", "I8", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "I16", "U16", "F16", "BF16", "I32",
-                          "U32", "F32", "I64", "U64", "F64", "C64"}) {
+                          "U32", "F32", "I64", "U64", "F64", "C64", "F6_E2M3", "F6_E3M2"}) {
         const auto d = parse_dtype(n);
         ASSERT_TRUE(d) << n;
         EXPECT_EQ(dtype_info(*d).name, n);
@@ -97,6 +97,9 @@ TEST(DType, TableCoversEverySafetensorsDtype) {
     EXPECT_FALSE(parse_dtype("F12"));
     EXPECT_EQ(tensor_bytes(DType::F4, 6), 3u);
     EXPECT_FALSE(tensor_bytes(DType::F4, 5));
+    EXPECT_EQ(tensor_bytes(DType::F6_E3M2, 32), 24u);
+    EXPECT_FALSE(tensor_bytes(DType::F6_E2M3, 6)) << "36 bits are not whole bytes";
+    EXPECT_FALSE(tensor_bytes(DType::F6_E2M3, UINT64_MAX / 4));
     EXPECT_FALSE(tensor_bytes(DType::F64, UINT64_MAX / 4));
 }
 

@@ -16,6 +16,7 @@ enum class DType : uint8_t {
     I16, U16, F16, BF16,
     I32, U32, F32,
     I64, U64, F64, C64,
+    F6_E2M3, F6_E3M2,  // MXFP6 elements, packed: 4 a 3 bytes (kept as bytes)
 };
 
 struct DTypeInfo {
@@ -30,8 +31,9 @@ struct DTypeInfo {
 const DTypeInfo& dtype_info(DType d);
 std::optional<DType> parse_dtype(std::string_view name);
 
-// Bytes a tensor of `numel` elements occupies (F4 packs two per byte);
-// nullopt on overflow or an odd number of F4 elements.
+// Bytes a tensor of `numel` elements occupies (F4 packs two per byte, F6
+// four per three); nullopt on overflow or elements that leave a byte part
+// filled (an odd number of F4, F6 not a multiple of 4).
 std::optional<uint64_t> tensor_bytes(DType d, uint64_t numel);
 
 }  // namespace ptwm

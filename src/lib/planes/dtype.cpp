@@ -18,7 +18,7 @@ constexpr D kE4m3[] = {D::stream, D::f8e4m3_exponent};
 constexpr D kE5m2[] = {D::stream, D::f8e5m2_exponent};
 constexpr D kF4[] = {D::stream, D::nibble_split};
 
-constexpr std::array<DTypeInfo, 18> kTable = {{
+constexpr std::array<DTypeInfo, 20> kTable = {{
     {DType::BOOL, "BOOL", 8, kStream},
     {DType::U8, "U8", 8, kStream},
     {DType::I8, "I8", 8, kStream},
@@ -37,7 +37,12 @@ constexpr std::array<DTypeInfo, 18> kTable = {{
     {DType::U64, "U64", 64, kSplit8},
     {DType::F64, "F64", 64, kSplit8},
     {DType::C64, "C64", 64, kF32},  // a pair of F32
+    // safetensors' 6-bit floats (OCP MX's FP6): elements straddle bytes, so
+    // no split keeps a field in one plane; the bytes are coded as they are.
+    {DType::F6_E2M3, "F6_E2M3", 6, kStream},
+    {DType::F6_E3M2, "F6_E3M2", 6, kStream},
 }};
+static_assert(kTable.size() == static_cast<size_t>(DType::F6_E3M2) + 1);
 
 }  // namespace
 
@@ -51,9 +56,11 @@ std::optional<DType> parse_dtype(std::string_view name) {
 
 std::optional<uint64_t> tensor_bytes(DType d, uint64_t numel) {
     const unsigned bits = dtype_info(d).bits;
-    if (bits == 4) {
-        if (numel % 2 != 0) return std::nullopt;
-        return numel / 2;
+    if (bits % 8 != 0) {
+        // Packed sub-byte elements: the tensor must fill whole bytes, as
+        // safetensors requires.
+        if (numel > UINT64_MAX / bits || numel * bits % 8 != 0) return std::nullopt;
+        return numel * bits / 8;
     }
     const uint64_t width = bits / 8;
     if (numel > UINT64_MAX / width) return std::nullopt;
