@@ -137,6 +137,21 @@ TEST(Fp4, ModelledChunksRoundTripWithTheirScalesAtAnyOffset) {
     EXPECT_EQ(out, mx.blocks) << name(c.entry.decomposition);
 }
 
+// find_scale_pair of the tensor named `name`.
+std::optional<ScalePair> scale_pair_of(const SafetensorsHeader& h, const std::string& name) {
+    for (uint32_t i = 0; i < h.tensors.size(); ++i)
+        if (h.tensors[i].name == name) return find_scale_pair(h, i);
+    return std::nullopt;
+}
+
+// `blocks` pairs with `scales` as decomposition d.
+void expect_paired(const SafetensorsHeader& h, const std::string& blocks, const std::string& scales, Decomposition d) {
+    const auto pair = scale_pair_of(h, blocks);
+    ASSERT_TRUE(pair) << blocks << " has no scale tensor";
+    EXPECT_EQ(h.tensors[pair->scale_tensor].name, scales);
+    EXPECT_EQ(pair->decomposition, d) << blocks;
+}
+
 TEST(Fp4, PairsByNameAndShapeOnly) {
     const auto mx = make_mx(64, 16, 1);
     const std::vector<uint8_t> short_scales(mx.scales.begin(), mx.scales.end() - 1);
@@ -148,16 +163,9 @@ TEST(Fp4, PairsByNameAndShapeOnly) {
                                                {"odd.blocks", "U8", {64, 16}, mx.blocks},
                                                {"odd.scales", "U8", {63}, short_scales}});
     const auto h = parse_safetensors(bytes, bytes.size(), "x");
-    auto pair_of = [&](const std::string& name) -> std::optional<ScalePair> {
-        for (uint32_t i = 0; i < h.tensors.size(); ++i)
-            if (h.tensors[i].name == name) return find_scale_pair(h, i);
-        return std::nullopt;
-    };
-    ASSERT_TRUE(pair_of("w.blocks"));
-    EXPECT_EQ(h.tensors[pair_of("w.blocks")->scale_tensor].name, "w.scales");
-    EXPECT_EQ(pair_of("w.blocks")->decomposition, Decomposition::fp4_mx_grouped);
-    ASSERT_TRUE(pair_of("v_blocks"));
-    EXPECT_EQ(h.tensors[pair_of("v_blocks")->scale_tensor].name, "v_scales");
+    auto pair_of = [&](const std::string& name) { return scale_pair_of(h, name); };
+    expect_paired(h, "w.blocks", "w.scales", Decomposition::fp4_mx_grouped);
+    expect_paired(h, "v_blocks", "v_scales", Decomposition::fp4_mx_grouped);
     EXPECT_FALSE(pair_of("lonely.blocks"));
     EXPECT_FALSE(pair_of("odd.blocks")) << "63 scales do not pair with 64 blocks";
     EXPECT_FALSE(pair_of("w.scales"));
@@ -178,19 +186,10 @@ TEST(Fp4, PairsCompressedTensorsNames) {
                                                {"int4.weight_packed", "I32", {64, 4}, mx.blocks},
                                                {"int4.weight_scale", "BF16", {64, 1}, bf16_scales}});
     const auto h = parse_safetensors(bytes, bytes.size(), "x");
-    auto pair_of = [&](const std::string& name) -> std::optional<ScalePair> {
-        for (uint32_t i = 0; i < h.tensors.size(); ++i)
-            if (h.tensors[i].name == name) return find_scale_pair(h, i);
-        return std::nullopt;
-    };
-    ASSERT_TRUE(pair_of("nv.weight_packed"));
-    EXPECT_EQ(h.tensors[pair_of("nv.weight_packed")->scale_tensor].name, "nv.weight_scale");
-    EXPECT_EQ(pair_of("nv.weight_packed")->decomposition, Decomposition::fp4_nv_grouped);
-    ASSERT_TRUE(pair_of("mx.weight_packed"));
-    EXPECT_EQ(h.tensors[pair_of("mx.weight_packed")->scale_tensor].name, "mx.weight_scale");
-    EXPECT_EQ(pair_of("mx.weight_packed")->decomposition, Decomposition::fp4_mx_grouped);
-    EXPECT_FALSE(pair_of("int4.weight_packed"));
-    EXPECT_FALSE(pair_of("nv.weight_scale"));
+    expect_paired(h, "nv.weight_packed", "nv.weight_scale", Decomposition::fp4_nv_grouped);
+    expect_paired(h, "mx.weight_packed", "mx.weight_scale", Decomposition::fp4_mx_grouped);
+    EXPECT_FALSE(scale_pair_of(h, "int4.weight_packed"));
+    EXPECT_FALSE(scale_pair_of(h, "nv.weight_scale"));
 }
 
 TEST(Fp4, MxStoreRoundTripsAndBeatsTheUngroupedStream) {
