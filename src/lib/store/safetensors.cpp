@@ -66,7 +66,7 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, uint64_t dat
     if (end < begin) throw Error(what + ": data_offsets end " + std::to_string(end) + " is before begin " + std::to_string(begin));
     const auto bytes = tensor_bytes(t.dtype, numel);
     if (!bytes)
-        throw Error(what + ": " + (dtype_info(t.dtype).bits % 8 != 0 && numel <= UINT64_MAX / 8
+        throw Error(what + ": " + (numel <= UINT64_MAX / dtype_info(t.dtype).bits
                                        ? std::to_string(numel) + " elements of " + std::string(dtype_info(t.dtype).name) +
                                              " do not make whole bytes"
                                        : std::string("the shape's byte count overflows 64 bits")));
