@@ -6,7 +6,9 @@ block scales, FP8 E5M2) and its large-model layer (a gpt-oss-sized
 [2880, 5760] weight, whose scale tensors span several chunks), and the
 derived MXFP4 and NVFP4 files again under compressed-tensors' names
 (llm-compressor's checkpoints: X.weight_packed, X.weight_scale,
-X.weight_global_scale), which must code as the exporters' names do.
+X.weight_global_scale) and the NVFP4 ones under TensorRT-LLM's (X.weight,
+X.weights_scaling_factor, X.weights_scaling_factor_2), which must code as
+the exporters' names do.
 
 Every file reads back byte-identical through read and mmap. The sizes the issue sets as targets, which
 no later change may lose, are asserted on the stores the mount serves:
@@ -70,6 +72,20 @@ def compressed_tensors_name(name, header):
     return name
 
 
+def trt_llm_name(name, header):
+    """TensorRT-LLM's name of a derived NVFP4 tensor (X, X_scale, X_scale_2)."""
+    for old, new in (("_scale_2", ".weights_scaling_factor_2"), ("_scale", ".weights_scaling_factor")):
+        if name.endswith(old) and name[: -len(old)] in header:
+            return name[: -len(old)] + new
+    if header[name]["dtype"] == "U8" and name + "_scale" in header:
+        return name + ".weight"
+    return name
+
+
+# Other exporters' names for the derived FP4 files: (suffix, formats, renaming).
+RENAMINGS = (("compressed-tensors", ("MXFP4", "NVFP4"), compressed_tensors_name), ("trt-llm", ("NVFP4",), trt_llm_name))
+
+
 def inspect(store):
     out = subprocess.run([executable("PTWMFS_TOOL"), "inspect", "--json", store], check=True, capture_output=True)
     return json.loads(out.stdout)
@@ -89,10 +105,10 @@ class MountedLowPrecision(unittest.TestCase):
             subprocess.run([sys.executable, DERIVE, "--corpus", corpus, *flags, cls.original], check=True,
                            stdout=subprocess.DEVNULL)
         for model in ("esrgan-thick-x4", "movenet-thunder", "posenet"):
-            for kind in ("MXFP4", "NVFP4"):
-                write_renamed(os.path.join(cls.original, f"{model}.{kind}.safetensors"),
-                              os.path.join(cls.original, f"{model}.{kind}-compressed-tensors.safetensors"),
-                              compressed_tensors_name)
+            for suffix, kinds, rename in RENAMINGS:
+                for kind in kinds:
+                    write_renamed(os.path.join(cls.original, f"{model}.{kind}.safetensors"),
+                                  os.path.join(cls.original, f"{model}.{kind}-{suffix}.safetensors"), rename)
         for name in os.listdir(corpus):
             if name.endswith(".safetensors") and any(f".{kind}." in name for kind in LOW_PRECISION):
                 shutil.copyfile(os.path.join(corpus, name), os.path.join(cls.original, "corpus." + name))
@@ -111,7 +127,7 @@ class MountedLowPrecision(unittest.TestCase):
     def test_every_format_is_there(self):
         names = " ".join(self.files)
         for kind in ("MXFP4", "NVFP4", "F8_E4M3-tensor", "F8_E4M3-channel", "F8_E4M3-block", "F8_E5M2",
-                     "MXFP4-compressed-tensors", "NVFP4-compressed-tensors"):
+                     "MXFP4-compressed-tensors", "NVFP4-compressed-tensors", "NVFP4-trt-llm"):
             for model in ("esrgan-thick-x4", "movenet-thunder", "posenet"):
                 self.assertIn(f"{model}.{kind}.safetensors", names)
         for kind in ("MXFP4", "NVFP4", "F8_E4M3-block"):
@@ -167,19 +183,20 @@ class MountedLowPrecision(unittest.TestCase):
                 self.assertLess(scales["stored_bytes"], zstd,
                                 f"{rel}: block scales not below zstd -19 of each scale tensor alone")
             checked += 1
-        self.assertEqual(checked, 4 * 3 + 2 + 4,
-                         "FP4 files: 2 derived per model and their compressed-tensors copies, 2 gpt-oss-like, 4 in the corpus")
+        self.assertEqual(checked, 5 * 3 + 2 + 4,
+                         "FP4 files: 2 derived per model and their 3 renamed copies, 2 gpt-oss-like, 4 in the corpus")
 
-    def test_compressed_tensors_names_code_as_the_exporters_names(self):
+    def test_other_exporters_names_code_as_the_derived_names(self):
         for model in ("esrgan-thick-x4", "movenet-thunder", "posenet"):
-            for kind in ("MXFP4", "NVFP4"):
-                with self.subTest(model=model, kind=kind):
-                    ours, theirs = (inspect(os.path.join(self.store, f"{model}.{k}.safetensors.ptwm"))
-                                    for k in (kind, kind + "-compressed-tensors"))
-                    self.assertTrue("fp4_blocks" in theirs, "no weight_packed tensor paired with its weight_scale")
-                    for part in ("fp4_blocks", "block_scales"):
-                        self.assertEqual(theirs[part]["tensors"], ours[part]["tensors"], part)
-                        self.assertEqual(theirs[part]["stored_bytes"], ours[part]["stored_bytes"], part)
+            for suffix, kinds, _ in RENAMINGS:
+                for kind in kinds:
+                    with self.subTest(model=model, kind=kind, names=suffix):
+                        ours, theirs = (inspect(os.path.join(self.store, f"{model}.{k}.safetensors.ptwm"))
+                                        for k in (kind, f"{kind}-{suffix}"))
+                        self.assertTrue("fp4_blocks" in theirs, f"no FP4 tensor paired with its scales under {suffix} names")
+                        for part in ("fp4_blocks", "block_scales"):
+                            self.assertEqual(theirs[part]["tensors"], ours[part]["tensors"], part)
+                            self.assertEqual(theirs[part]["stored_bytes"], ours[part]["stored_bytes"], part)
 
 
 if __name__ == "__main__":

@@ -192,6 +192,40 @@ TEST(Fp4, PairsCompressedTensorsNames) {
     EXPECT_FALSE(scale_pair_of(h, "nv.weight_scale"));
 }
 
+// Names no rule knows pair with the one scale-named tensor of their module
+// that has their block scales' size and dtype: TensorRT-LLM's checkpoints
+// (`weight` with `weights_scaling_factor`), and a module of several FP4
+// tensors each with its own scales. Never two guesses, never across
+// modules, never a scale-named tensor as the blocks.
+TEST(Fp4, PairsTheOneScaleOfItsModuleOtherwise) {
+    const auto mx = make_mx(64, 16, 1);
+    const std::vector<uint8_t> nv_scales(2 * mx.scales.size(), 0x38), f32(4, 0);
+    const auto bytes = test::make_safetensors({
+        {"trt.qkv.weight", "U8", {64, 16}, mx.blocks},
+        {"trt.qkv.weights_scaling_factor", "F8_E4M3", {64, 2}, nv_scales},
+        {"trt.qkv.weights_scaling_factor_2", "F32", {1}, f32},
+        {"moe.experts.gate_up_weights", "U8", {64, 16}, mx.blocks},
+        {"moe.experts.gate_up_weights_scaling_factor", "F8_E4M3", {64, 2}, nv_scales},
+        {"moe.experts.up_weights", "U8", {64, 16}, mx.blocks},  // both scales fit both: by leaf
+        {"moe.experts.up_weights_scaling_factor", "F8_E4M3", {64, 2}, nv_scales},
+        {"two.weight", "U8", {64, 16}, mx.blocks},
+        {"two.scale_a", "F8_E4M3", {64, 2}, nv_scales},
+        {"two.scale_b", "F8_E4M3", {64, 2}, nv_scales},
+        {"away.weight", "U8", {64, 16}, mx.blocks},
+        {"elsewhere.weight_scale", "F8_E4M3", {64, 2}, nv_scales},
+        {"sc.scales_u8", "U8", {64, 16}, mx.blocks},
+        {"sc.block_scale", "F8_E4M3", {64, 2}, nv_scales},
+    });
+    const auto h = parse_safetensors(bytes, bytes.size(), "x");
+    expect_paired(h, "trt.qkv.weight", "trt.qkv.weights_scaling_factor", Decomposition::fp4_nv_grouped);
+    expect_paired(h, "moe.experts.gate_up_weights", "moe.experts.gate_up_weights_scaling_factor",
+                  Decomposition::fp4_nv_grouped);
+    expect_paired(h, "moe.experts.up_weights", "moe.experts.up_weights_scaling_factor", Decomposition::fp4_nv_grouped);
+    EXPECT_FALSE(scale_pair_of(h, "two.weight")) << "two scales fit: no guess";
+    EXPECT_FALSE(scale_pair_of(h, "away.weight")) << "scales of another module";
+    EXPECT_FALSE(scale_pair_of(h, "sc.scales_u8")) << "a scale-named tensor is never the blocks";
+}
+
 TEST(Fp4, MxStoreRoundTripsAndBeatsTheUngroupedStream) {
     TempDir dir;
     const auto a = make_mx(5001, 16, 2), b = make_mx(77, 16, 3);

@@ -22,7 +22,9 @@ struct ScalePair {
 // X_scale: ModelOpt's NVFP4; X_packed with X_scale: compressed-tensors',
 // llm-compressor's NVFP4 and MXFP4, `weight_packed` with `weight_scale`) and
 // by shape: one 1-byte scale per 16 (MX, E8M0 or U8) or 8 (NV, F8_E4M3)
-// bytes.
+// bytes. Failing those names, the one tensor of the same module whose name
+// says it is a scale and whose size and dtype fit (TensorRT-LLM: `weight`
+// with `weights_scaling_factor`).
 std::optional<ScalePair> find_scale_pair(const SafetensorsHeader& h, uint32_t tensor);
 
 }  // namespace ptwm

@@ -1,6 +1,8 @@
 #include "ptwm/store/scale_pairs.hpp"
 
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ptwm {
@@ -8,6 +10,23 @@ namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The grouping under which `s` holds the block scales of `t`: one 1-byte
+// scale per 16 bytes (MX: E8M0 or U8) or per 8 (NV: F8_E4M3 or U8).
+std::optional<Decomposition> grouping(const TensorInfo& t, const TensorInfo& s) {
+    if (s.size() == 0 || t.size() % s.size() != 0) return std::nullopt;
+    const uint64_t per_scale = t.size() / s.size();
+    if (per_scale == 16 && (s.dtype == DType::F8_E8M0 || s.dtype == DType::U8)) return Decomposition::fp4_mx_grouped;
+    if (per_scale == 8 && (s.dtype == DType::F8_E4M3 || s.dtype == DType::U8)) return Decomposition::fp4_nv_grouped;
+    return std::nullopt;
+}
+
+// A name's module (up to its last '.') and leaf (after it).
+std::pair<std::string_view, std::string_view> module_and_leaf(std::string_view name) {
+    const auto dot = name.rfind('.');
+    if (dot == std::string_view::npos) return {{}, name};
+    return {name.substr(0, dot), name.substr(dot + 1)};
 }
 
 }  // namespace
@@ -31,14 +50,31 @@ std::optional<ScalePair> find_scale_pair(const SafetensorsHeader& h, uint32_t te
     for (const auto& want : names) {
         const auto i = h.find(want);
         if (!i || *i == tensor) continue;
-        const TensorInfo& s = h.tensors[*i];
-        if (s.size() == 0 || t.size() % s.size() != 0) continue;
-        const uint64_t per_scale = t.size() / s.size();
-        if (per_scale == 16 && (s.dtype == DType::F8_E8M0 || s.dtype == DType::U8))
-            return ScalePair{*i, Decomposition::fp4_mx_grouped};
-        if (per_scale == 8 && (s.dtype == DType::F8_E4M3 || s.dtype == DType::U8))
-            return ScalePair{*i, Decomposition::fp4_nv_grouped};
+        if (const auto d = grouping(t, h.tensors[*i])) return ScalePair{*i, *d};
     }
+    // Names none of the above know (TensorRT-LLM's checkpoints: `weight`
+    // with `weights_scaling_factor`): a tensor of the same module whose leaf
+    // says it is a scale ("scal": scale, scales, scaling_factor) and has
+    // the size and dtype of this tensor's block scales. Only where that
+    // leaves one choice, or one whose leaf starts with this tensor's leaf
+    // (a module holding several FP4 tensors, each with its scales): a
+    // guess that pairs wrongly costs size, never bytes, and two guesses are
+    // not taken. A scale-named tensor is never taken for the blocks.
+    const auto [module, leaf] = module_and_leaf(t.name);
+    if (leaf.find("scal") != std::string_view::npos) return std::nullopt;
+    std::optional<ScalePair> any, prefixed;
+    unsigned any_count = 0, prefixed_count = 0;
+    for (uint32_t i = 0; i < h.tensors.size(); ++i) {
+        if (i == tensor) continue;
+        const auto [m, l] = module_and_leaf(h.tensors[i].name);
+        if (m != module || l.find("scal") == std::string_view::npos) continue;
+        const auto d = grouping(t, h.tensors[i]);
+        if (!d) continue;
+        any = ScalePair{i, *d}, ++any_count;
+        if (l.starts_with(leaf)) prefixed = ScalePair{i, *d}, ++prefixed_count;
+    }
+    if (any_count == 1) return any;
+    if (prefixed_count == 1) return prefixed;
     return std::nullopt;
 }
 
