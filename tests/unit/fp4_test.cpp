@@ -137,11 +137,10 @@ TEST(Fp4, ModelledChunksRoundTripWithTheirScalesAtAnyOffset) {
     EXPECT_EQ(out, mx.blocks) << name(c.entry.decomposition);
 }
 
-// find_scale_pair of the tensor named `name`.
+// find_scale_pairs' entry for the tensor named `name`.
 std::optional<ScalePair> scale_pair_of(const SafetensorsHeader& h, const std::string& name) {
-    for (uint32_t i = 0; i < h.tensors.size(); ++i)
-        if (h.tensors[i].name == name) return find_scale_pair(h, i);
-    return std::nullopt;
+    const auto i = h.find(name);
+    return i ? find_scale_pairs(h)[*i] : std::nullopt;
 }
 
 // `blocks` pairs with `scales` as decomposition d.

@@ -42,8 +42,9 @@ MicroscalingFigures measure_microscaling(const ptwm::StoreReader& store) {
     MicroscalingFigures f;
     const auto& tensors = store.header().tensors;
     std::vector<std::pair<uint32_t, uint32_t>> pairs;  // (blocks, scales)
+    const auto found = ptwm::find_scale_pairs(store.header());
     for (uint32_t t = 0; t < tensors.size(); ++t)
-        if (const auto pair = ptwm::find_scale_pair(store.header(), t)) pairs.emplace_back(t, pair->scale_tensor);
+        if (found[t]) pairs.emplace_back(t, found[t]->scale_tensor);
     f.pairs = pairs.size();
     if (pairs.empty()) return f;
     const std::vector<ptwm::TensorStats> stats = ptwm::collect_plane_stats(store);

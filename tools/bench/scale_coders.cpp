@@ -36,8 +36,7 @@ namespace {
 // Calls fn(scale tensor, its bytes, its layout) for every FP4 pair's scales.
 template <class Fn>
 void for_each_scale_tensor(const SafetensorsHeader& h, std::span<const uint8_t> file, Fn fn) {
-    for (uint32_t t = 0; t < h.tensors.size(); ++t) {
-        const auto pair = find_scale_pair(h, t);
+    for (const auto& pair : find_scale_pairs(h)) {
         if (!pair) continue;
         const TensorInfo& s = h.tensors[pair->scale_tensor];
         fn(s, file.subspan(s.begin, s.size()), TensorLayout{s.shape, 0, s.dtype, {}, true});

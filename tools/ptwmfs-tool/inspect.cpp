@@ -50,8 +50,9 @@ int inspect_main(Args& args) {
     // their ratios are reported apart, since the scales are where FP4 saves.
     enum class Role { other, fp4_blocks, block_scales };
     std::vector<Role> roles(tensors.size(), Role::other);
+    const auto pairs = find_scale_pairs(store->header());
     for (uint32_t t = 0; t < tensors.size(); ++t)
-        if (const auto pair = find_scale_pair(store->header(), t)) {
+        if (const auto& pair = pairs[t]) {
             roles[t] = Role::fp4_blocks;
             roles[pair->scale_tensor] = Role::block_scales;
         }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "ptwm/planes/decomposition.hpp"
 #include "ptwm/store/safetensors.hpp"
@@ -24,7 +25,8 @@ struct ScalePair {
 // by shape: one 1-byte scale per 16 (MX, E8M0 or U8) or 8 (NV, F8_E4M3)
 // bytes. Failing those names, the one tensor of the same module whose name
 // says it is a scale and whose size and dtype fit (TensorRT-LLM: `weight`
-// with `weights_scaling_factor`).
-std::optional<ScalePair> find_scale_pair(const SafetensorsHeader& h, uint32_t tensor);
+// with `weights_scaling_factor`). One entry per tensor of `h`, nullopt for
+// a tensor that is no paired FP4 tensor.
+std::vector<std::optional<ScalePair>> find_scale_pairs(const SafetensorsHeader& h);
 
 }  // namespace ptwm

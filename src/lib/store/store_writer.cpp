@@ -106,10 +106,10 @@ std::vector<PlannedChunk> plan_chunks(const SafetensorsHeader& h, uint32_t chunk
     std::vector<uint8_t> sample;
     // Each tensor's scale pair, found once; the scale tensors of FP4 pairs
     // (a pair's scales may come before its blocks) may try the scale coders.
-    std::vector<std::optional<ScalePair>> pairs(h.tensors.size());
+    const std::vector<std::optional<ScalePair>> pairs = find_scale_pairs(h);
     std::vector<bool> is_scales(h.tensors.size());
-    for (uint32_t t = 0; t < h.tensors.size(); ++t)
-        if ((pairs[t] = find_scale_pair(h, t))) is_scales[pairs[t]->scale_tensor] = true;
+    for (const auto& pair : pairs)
+        if (pair) is_scales[pair->scale_tensor] = true;
     for (uint32_t t = 0; t < h.tensors.size(); ++t) {
         const TensorInfo& info = h.tensors[t];
         if (info.size() == 0) continue;
