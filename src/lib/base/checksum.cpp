@@ -1,5 +1,7 @@
 #include "ptwm/base/checksum.hpp"
 
+#include "base/cpu_features.hpp"
+
 extern "C" {
 unsigned long long ptwm_xxh3_generic(const void* p, unsigned long n);
 #ifdef PTWM_XXH3_KERNELS
@@ -15,9 +17,8 @@ using Kernel = unsigned long long (*)(const void*, unsigned long);
 
 Kernel pick() {
 #ifdef PTWM_XXH3_KERNELS
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return ptwm_xxh3_avx512;
-    if (__builtin_cpu_supports("avx2")) return ptwm_xxh3_avx2;
+    if (cpu::has_avx512()) return ptwm_xxh3_avx512;
+    if (cpu::has_avx2()) return ptwm_xxh3_avx2;
 #endif
     return ptwm_xxh3_generic;
 }

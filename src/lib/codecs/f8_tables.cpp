@@ -17,6 +17,7 @@
 #define PTWM_F8_WIDE_AVX512 1
 #endif
 
+#include "base/cpu_features.hpp"
 #include "base/scratch.hpp"
 #include "base/varint.hpp"
 #include "codecs/static_rans.hpp"
@@ -544,19 +545,10 @@ double estimated_magnitude_bits(const Plan& p, unsigned log2k) {
 }
 
 #ifdef PTWM_F8_WIDE_AVX512
-// 2: any SIMD the CPU has; 1: AVX2 at most; 0: none (tests).
-std::atomic<int> g_simd_allowed{2};
+cpu::SimdGate g_simd;
 
-bool has_avx512() {
-    static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                            __builtin_cpu_supports("avx512vl");
-    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 2;
-}
-
-bool has_avx2() {
-    static const bool yes = __builtin_cpu_supports("avx2");
-    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 1;
-}
+bool has_avx512() { return g_simd.avx512(); }
+bool has_avx2() { return g_simd.avx2(); }
 
 // The AVX-512 state-signs decoder's gathers, 8 or 16 lanes: 0 for the
 // CPU's own (see decode_state_signs_avx512), else what a test forces. (The
@@ -1468,13 +1460,13 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls
 
 void allow_simd([[maybe_unused]] bool allowed) {
 #ifdef PTWM_F8_WIDE_AVX512
-    g_simd_allowed.store(allowed ? 2 : 0, std::memory_order_relaxed);
+    g_simd.allow_simd(allowed);
 #endif
 }
 
 void allow_avx512([[maybe_unused]] bool allowed) {
 #ifdef PTWM_F8_WIDE_AVX512
-    g_simd_allowed.store(allowed ? 2 : 1, std::memory_order_relaxed);
+    g_simd.allow_avx512(allowed);
 #endif
 }
 

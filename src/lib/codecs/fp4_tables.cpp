@@ -14,6 +14,7 @@
 #define PTWM_FP4_WIDE_AVX512 1
 #endif
 
+#include "base/cpu_features.hpp"
 #include "base/varint.hpp"
 #include "codecs/static_rans.hpp"
 #include "codecs/rans_decode_avx2.hpp"
@@ -345,24 +346,16 @@ struct WidePart {
           coded(values - std::min<size_t>(values, kRawPerState * kWideLanes)) {}
 };
 
-// 2: any SIMD the CPU has; 1: AVX2 at most; 0: none (tests).
-std::atomic<int> g_simd_allowed{2};
+cpu::SimdGate g_simd;
 // false: the SIMD decoder gathers from the slots (tests).
 std::atomic<bool> g_lane_tables_allowed{true};
 
 #ifdef PTWM_FP4_WIDE_AVX512
-bool has_avx512() {
-    static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                            __builtin_cpu_supports("avx512vl");
-    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 2;
-}
+bool has_avx512() { return g_simd.avx512(); }
 
 // AVX2 without AVX-512: the wide layout's AVX2 encoder and decoder, and the
 // slot tables' fill.
-bool has_avx2() {
-    static const bool yes = __builtin_cpu_supports("avx2");
-    return yes && g_simd_allowed.load(std::memory_order_relaxed) >= 1;
-}
+bool has_avx2() { return g_simd.avx2(); }
 
 // GCC 12 warns inside its own avx512fintrin.h (its undefined-vector idiom).
 #pragma GCC diagnostic push
@@ -1073,8 +1066,8 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out, std::span<
     }
 }
 
-void allow_simd(bool allowed) { g_simd_allowed.store(allowed ? 2 : 0, std::memory_order_relaxed); }
-void allow_avx512(bool allowed) { g_simd_allowed.store(allowed ? 2 : 1, std::memory_order_relaxed); }
+void allow_simd(bool allowed) { g_simd.allow_simd(allowed); }
+void allow_avx512(bool allowed) { g_simd.allow_avx512(allowed); }
 
 void force_gather_lanes([[maybe_unused]] unsigned lanes) {
 #ifdef PTWM_FP4_WIDE_AVX512

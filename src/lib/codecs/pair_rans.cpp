@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #endif
 
+#include "base/cpu_features.hpp"
 #include "base/scratch.hpp"
 #include "codecs/rans.hpp"
 #include "ptwm/base/error.hpp"
@@ -58,8 +59,7 @@ __attribute__((target("ssse3"))) bool map_pairs_ssse3(std::span<uint8_t> bytes, 
 
 bool map_pairs(std::span<uint8_t> bytes, const std::array<uint8_t, 16>& value, unsigned k) {
 #if defined(__x86_64__)
-    static const bool ssse3 = __builtin_cpu_supports("ssse3");
-    if (ssse3) return map_pairs_ssse3(bytes, value, k);
+    if (cpu::has_ssse3()) return map_pairs_ssse3(bytes, value, k);
 #endif
     return map_pairs_scalar(bytes, value, k);
 }
