@@ -33,11 +33,7 @@ double ratio(double part, double whole) { return whole > 0 ? part / whole : 1.0;
 }  // namespace
 
 int inspect_main(Args& args) {
-    if (args.flag("help", "h")) {
-        std::fputs(kHelp, stdout);
-        std::fputs(kRemoteHelp, stdout);
-        return kOk;
-    }
+    if (printed_help(args, kHelp)) return kOk;
     const bool as_json = args.flag("json");
     const bool list_chunks = args.flag("chunks");
     const RemoteOptions remote = remote_options(args);

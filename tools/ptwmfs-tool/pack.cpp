@@ -55,11 +55,7 @@ bool has_suffix(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 int pack_main(Args& args) {
-    if (args.flag("help", "h")) {
-        std::fputs(kHelp, stdout);
-        std::fputs(kRemoteHelp, stdout);
-        return kOk;
-    }
+    if (printed_help(args, kHelp)) return kOk;
     PackOptions opt;
     std::string value;
     if (args.option("threads", "j", value)) opt.threads = static_cast<unsigned>(parse_count(value, "--threads"));

@@ -1,6 +1,7 @@
 #include "store_open.hpp"
 
 #include <cmath>
+#include <cstdio>
 
 #include "ptwm/base/error.hpp"
 #include "ptwm/remote/http_source.hpp"
@@ -14,6 +15,13 @@ const char* const kRemoteHelp =
     "      --region R         S3 region (default $AWS_REGION, ~/.aws/config, us-east-1)\n"
     "      --profile P        profile in ~/.aws/credentials and config (default $AWS_PROFILE)\n"
     "      --remote-timeout S give up a request after S seconds of retries (default 60)\n";
+
+bool printed_help(Args& args, const char* help) {
+    if (!args.flag("help", "h")) return false;
+    std::fputs(help, stdout);
+    std::fputs(kRemoteHelp, stdout);
+    return true;
+}
 
 RemoteOptions remote_options(Args& args) {
     RemoteOptions o;

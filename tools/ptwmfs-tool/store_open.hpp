@@ -23,6 +23,8 @@ struct RemoteOptions {
 RemoteOptions remote_options(Args& args);
 // The lines --help shows for them.
 extern const char* const kRemoteHelp;
+// --help / -h: prints the command's `help` and kRemoteHelp; true when asked.
+bool printed_help(Args& args, const char* help);
 
 inline bool is_url(const std::string& text) { return remote::is_remote_url(text); }
 

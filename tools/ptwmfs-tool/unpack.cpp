@@ -32,11 +32,7 @@ constexpr const char* kHelp =
 }  // namespace
 
 int unpack_main(Args& args) {
-    if (args.flag("help", "h")) {
-        std::fputs(kHelp, stdout);
-        std::fputs(kRemoteHelp, stdout);
-        return kOk;
-    }
+    if (printed_help(args, kHelp)) return kOk;
     DecodeAllOptions opt;
     std::string value;
     if (args.option("threads", "j", value)) opt.threads = static_cast<unsigned>(parse_count(value, "--threads"));

@@ -141,11 +141,7 @@ private:
 }  // namespace
 
 int verify_main(Args& args) {
-    if (args.flag("help", "h")) {
-        std::fputs(kHelp, stdout);
-        std::fputs(kRemoteHelp, stdout);
-        return kOk;
-    }
+    if (printed_help(args, kHelp)) return kOk;
     std::string value;
     unsigned threads = 0;
     if (args.option("threads", "j", value)) threads = static_cast<unsigned>(parse_count(value, "--threads"));
