@@ -10,13 +10,16 @@
 #include <cstring>
 #include <cstdlib>
 #include <memory>
-#include <thread>
 
+#include "ptwm/base/parallel.hpp"
 #include "ptwm/base/size_text.hpp"
 #include "ptwmfs_version.h"
 
 namespace ptwmfs {
 namespace {
+
+// -o workers= not given (-1 is a value to refuse).
+constexpr int kNoWorkersOption = INT_MIN;
 
 // What fuse_opt_parse fills; converted into Options afterwards.
 struct RawOptions {
@@ -25,7 +28,7 @@ struct RawOptions {
     char* readahead = nullptr;
     char* page_cache = nullptr;
     char* kernel_readahead = nullptr;
-    int workers = -1;
+    int workers = kNoWorkersOption;
     int ready_fd = -1;
     int stats = 0;
     char* store_dir = nullptr;
@@ -83,7 +86,7 @@ void print_usage(const char* program) {
         "    -o cache_size=SIZE     decoded-chunk cache, bytes with K/M/G suffix (256M)\n"
         "    -o index_cache=SIZE    stores' headers and chunk indexes kept loaded; the least\n"
         "                           recently read beyond it are dropped, reloaded on use (256M)\n"
-        "    -o workers=N           decode-ahead threads (number of cores; 0: none)\n"
+        "    -o workers=N           decode-ahead threads, 0-1024 (number of cores; 0: none)\n"
         "    -o readahead=SIZE      decode-ahead window of sequential readers (8M; 0: off)\n"
         "    -o page_cache=POLICY   what reading stores leaves in the page cache: drop\n"
         "                           (default: pages dropped once read), direct (O_DIRECT)\n"
@@ -208,8 +211,11 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         }
         options.page_cache = *policy;
     }
-    options.workers = raw.workers >= 0 ? static_cast<unsigned>(raw.workers)
-                                       : std::max(1u, std::thread::hardware_concurrency());
+    if (raw.workers != kNoWorkersOption && (raw.workers < 0 || raw.workers > static_cast<int>(ptwm::kMaxThreads))) {
+        fprintf(stderr, "ptwmfs: workers takes 0 to %u, not %d\n", ptwm::kMaxThreads, raw.workers);
+        return ParseOutcome::exit_failure;
+    }
+    options.workers = raw.workers != kNoWorkersOption ? static_cast<unsigned>(raw.workers) : ptwm::default_threads();
     options.ready_fd = raw.ready_fd;
     options.print_stats = raw.stats != 0;
 

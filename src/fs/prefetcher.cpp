@@ -1,6 +1,9 @@
 #include "prefetcher.hpp"
 
 #include <algorithm>
+#include <system_error>
+
+#include "log.hpp"
 
 namespace ptwmfs {
 namespace {
@@ -34,7 +37,12 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::start() {
-    for (unsigned i = 0; i < worker_count_; ++i) workers_.emplace_back([this] { work(); });
+    try {
+        for (unsigned i = 0; i < worker_count_; ++i) workers_.emplace_back([this] { work(); });
+    } catch (const std::system_error& e) {
+        // Fewer workers decode ahead less; reads still decode what they need.
+        log_error("started %zu of %u decode-ahead workers: %s", workers_.size(), worker_count_, e.what());
+    }
 }
 
 void Prefetcher::note_read(AccessPattern& pattern, const StoreFile& store, const LoadedStorePtr& loaded,

@@ -226,6 +226,12 @@ class ToolTest(unittest.TestCase):
     def test_usage_errors_exit_2_and_help_exits_0(self):
         self.assertEqual(run("pack", check=False).returncode, 2)
         self.assertEqual(run("pack", "--level", "12", "a", "b", check=False).returncode, 2)
+        for cmd in ["pack", "unpack", "verify"]:
+            # 2^32 + 1 must not wrap to one thread, nor 100000 start that many.
+            for threads in ["100000", "4294967297"]:
+                result = run(cmd, "-j", threads, "a", "b", check=False)
+                self.assertEqual(result.returncode, 2)
+                self.assertIn(f"--threads takes 0 (all cores) to 1024, not {threads}", result.stderr)
         self.assertEqual(run("frobnicate", check=False).returncode, 2)
         for cmd in ["pack", "unpack", "verify", "inspect"]:
             self.assertIn("usage: ptwmfs-tool " + cmd, run(cmd, "--help").stdout)

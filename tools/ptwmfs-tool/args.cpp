@@ -2,6 +2,8 @@
 
 #include "command.hpp"
 
+#include "ptwm/base/parallel.hpp"
+
 namespace ptwm::tool {
 
 bool Args::flag(const std::string& long_name, const std::string& short_name) {
@@ -68,6 +70,12 @@ uint64_t parse_count(const std::string& text, const std::string& what) {
         if (v > (1ull << 40)) throw UsageError{what + " is too large"};
     }
     return v;
+}
+
+unsigned parse_threads(const std::string& text) {
+    const uint64_t n = parse_count(text, "--threads");
+    if (n > kMaxThreads) throw UsageError{"--threads takes 0 (all cores) to " + std::to_string(kMaxThreads) + ", not " + text};
+    return static_cast<unsigned>(n);
 }
 
 }  // namespace ptwm::tool

@@ -32,6 +32,8 @@ private:
 };
 
 uint64_t parse_count(const std::string& text, const std::string& what);
+// --threads N: 0 (all cores, as without the option) to kMaxThreads.
+unsigned parse_threads(const std::string& text);
 
 int pack_main(Args& args);
 int unpack_main(Args& args);

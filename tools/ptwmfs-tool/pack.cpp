@@ -28,7 +28,7 @@ constexpr const char* kHelp =
     "Every output is written to a temporary file and renamed into place.\n"
     "\n"
     "options:\n"
-    "  -j, --threads N     encoder threads (default: all cores; one more reads and writes)\n"
+    "  -j, --threads N     encoder threads, 1-1024 (default or 0: all cores; one more reads and writes)\n"
     "  -l, --level N       1 (fastest) .. 9 (smallest); default 3\n"
     "      --chunk-size S  bytes per chunk, with K/M suffixes (default 256K)\n"
     "      --on-bad MODE   a safetensors file that fails to parse: 'fail' (default)\n"
@@ -58,7 +58,7 @@ int pack_main(Args& args) {
     if (printed_help(args, kHelp)) return kOk;
     PackOptions opt;
     std::string value;
-    if (args.option("threads", "j", value)) opt.threads = static_cast<unsigned>(parse_count(value, "--threads"));
+    if (args.option("threads", "j", value)) opt.threads = parse_threads(value);
     if (args.option("level", "l", value)) {
         opt.encode.level = static_cast<int>(parse_count(value, "--level"));
         if (opt.encode.level < 1 || opt.encode.level > 9) throw UsageError{"--level takes 1 to 9"};

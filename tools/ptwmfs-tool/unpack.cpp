@@ -23,7 +23,7 @@ constexpr const char* kHelp =
     "Every chunk's checksum is checked; outputs appear only when complete.\n"
     "\n"
     "options:\n"
-    "  -j, --threads N   decoder threads (default: all cores; one more writes)\n"
+    "  -j, --threads N   decoder threads, 1-1024 (default or 0: all cores; one more writes)\n"
     "  -q, --quiet       print no summary\n"
     "\n"
     "SRC may be a URL: s3://BUCKET/PREFIX or https://HOST/PATH/ (a tree packed there,\n"
@@ -35,7 +35,7 @@ int unpack_main(Args& args) {
     if (printed_help(args, kHelp)) return kOk;
     DecodeAllOptions opt;
     std::string value;
-    if (args.option("threads", "j", value)) opt.threads = static_cast<unsigned>(parse_count(value, "--threads"));
+    if (args.option("threads", "j", value)) opt.threads = parse_threads(value);
     const bool quiet = args.flag("quiet", "q");
     const RemoteOptions remote = remote_options(args);
     const auto pos = args.positionals(2, 2);

@@ -29,7 +29,7 @@ constexpr const char* kHelp =
     "ORIGINAL byte for byte. Exit status 0: all good; 1: damage or a difference.\n"
     "\n"
     "options:\n"
-    "  -j, --threads N        decoder threads (default: all cores)\n"
+    "  -j, --threads N        decoder threads, 1-1024 (default or 0: all cores)\n"
     "      --against ORIGINAL the original file or directory\n"
     "\n"
     "SRC may be a URL: s3://BUCKET/PREFIX or https://HOST/PATH/ (a tree packed there,\n"
@@ -144,7 +144,7 @@ int verify_main(Args& args) {
     if (printed_help(args, kHelp)) return kOk;
     std::string value;
     unsigned threads = 0;
-    if (args.option("threads", "j", value)) threads = static_cast<unsigned>(parse_count(value, "--threads"));
+    if (args.option("threads", "j", value)) threads = parse_threads(value);
     std::optional<fs::path> against;
     if (args.option("against", "", value)) against = value;
     const RemoteOptions remote = remote_options(args);

@@ -7,12 +7,23 @@
 #include <cstddef>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 namespace ptwm {
 
 inline unsigned default_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+// The most threads a pool starts: more than any host's cores, and few
+// enough that a mistyped count cannot take all of the system's threads.
+inline constexpr unsigned kMaxThreads = 1024;
+
+// What a `threads` option asks for: 0 means default_threads(); at most
+// kMaxThreads.
+inline unsigned thread_count(unsigned requested) {
+    return std::min(requested ? requested : default_threads(), kMaxThreads);
+}
 
 template <typename Fn>
 void parallel_for(size_t n, unsigned threads, Fn&& fn) {
@@ -36,7 +47,12 @@ void parallel_for(size_t n, unsigned threads, Fn&& fn) {
         }
     };
     std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+    try {
+        for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+    } catch (const std::system_error&) {
+        // The system has no thread left to give: the ones started (and
+        // this one) do the work.
+    }
     work();
     for (auto& t : pool) t.join();
     if (error) std::rethrow_exception(error);

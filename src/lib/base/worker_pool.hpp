@@ -13,6 +13,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -21,9 +22,14 @@ namespace ptwm {
 
 class WorkerPool {
 public:
-    // `threads` threads run each loop: the caller's and threads - 1 workers.
+    // `threads` threads run each loop: the caller's and threads - 1 workers
+    // (fewer where the system cannot start that many).
     explicit WorkerPool(unsigned threads) {
-        for (unsigned t = 1; t < threads; ++t) workers_.emplace_back([this] { serve(); });
+        try {
+            for (unsigned t = 1; t < threads; ++t) workers_.emplace_back([this] { serve(); });
+        } catch (const std::system_error&) {
+            // Out of threads (EAGAIN): the loops run on the ones started.
+        }
     }
     ~WorkerPool() {
         {

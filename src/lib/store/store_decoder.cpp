@@ -15,7 +15,7 @@ namespace ptwm {
 
 void decode_all(const StoreReader& store, const DecodeAllOptions& opt,
                 const std::function<void(uint64_t, std::span<const uint8_t>)>& sink) {
-    const unsigned threads = opt.threads ? opt.threads : default_threads();
+    const unsigned threads = thread_count(opt.threads);
     const uint64_t batch_bytes = opt.batch_bytes ? opt.batch_bytes : uint64_t{threads} << 20;
     // Two batch buffers, reused and never zero-filled: the sink takes batch
     // k on its own thread while batch k + 1 decodes into the other buffer,

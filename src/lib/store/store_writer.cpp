@@ -142,7 +142,7 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
     const uint64_t original_size = in.size();
     const SourceReader read = [&](uint64_t offset, std::span<uint8_t> out) { in.read_exact(offset, out); };
     const std::vector<PlannedChunk> plan = plan_chunks(header, opt.chunk_bytes, read);
-    const unsigned threads = opt.threads ? opt.threads : default_threads();
+    const unsigned threads = thread_count(opt.threads);
 
     AtomicOutput out(dst);
     Superblock sb;
