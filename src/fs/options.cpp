@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include <sys/stat.h>
+
 #include "ptwm/base/parallel.hpp"
 #include "ptwm/base/size_text.hpp"
 #include "ptwmfs_version.h"
@@ -91,7 +93,7 @@ void print_usage(const char* program) {
         "    -o page_cache=POLICY   what reading stores leaves in the page cache: drop\n"
         "                           (default: pages dropped once read), direct (O_DIRECT)\n"
         "                           or keep\n"
-        "    -o kernel_readahead=SIZE  the mount's kernel read-ahead (1M; needs root,\n"
+        "    -o kernel_readahead=SIZE  the mount's kernel read-ahead (1M, at least 4K; needs root,\n"
         "                           else the kernel's 128K stays; 0: leave it)\n"
         "    -o stats               print statistics to stderr at exit\n"
         "    -o ready_fd=N          write one byte to fd N once mounted, then close it\n"
@@ -158,6 +160,16 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         return ParseOutcome::exit_failure;
     }
 
+    // The root we show is a directory: a mount on a file would come up and
+    // fail every access with EIO. (/dev/fd/N is a descriptor a privileged
+    // mounter opened for us, not a path to look at.)
+    struct stat point {};
+    const char* mountpoint = options.fuse.mountpoint;
+    if (std::strncmp(mountpoint, "/dev/fd/", 8) != 0 && stat(mountpoint, &point) == 0 && !S_ISDIR(point.st_mode)) {
+        fprintf(stderr, "ptwmfs: %s: mount point is not a directory\n", mountpoint);
+        return ParseOutcome::exit_failure;
+    }
+
     const std::string source = store_dir.get();
     options.remote = source.rfind("s3://", 0) == 0 || source.rfind("https://", 0) == 0 || source.rfind("http://", 0) == 0;
     if (options.remote) {
@@ -199,6 +211,12 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         return ParseOutcome::exit_failure;
     }
     options.kernel_readahead_given = kernel_readahead != nullptr;
+    if (options.kernel_readahead > 0 && options.kernel_readahead < 4096) {
+        // The kernel takes whole KiB, and read-ahead below a page is none.
+        fprintf(stderr, "ptwmfs: kernel_readahead takes 0 (leave the kernel's) or 4K and more, not %s\n",
+                kernel_readahead.get());
+        return ParseOutcome::exit_failure;
+    }
     if (options.cache_size == 0) {
         fprintf(stderr, "ptwmfs: cache_size must be larger than 0\n");
         return ParseOutcome::exit_failure;

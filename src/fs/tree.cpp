@@ -58,6 +58,16 @@ std::string read_link(int dir_fd, const std::string& name, size_t size_hint, con
     }
 }
 
+// NAME.ptwm without its suffix.
+std::string_view stripped(std::string_view name) { return name.substr(0, name.size() - kStoreSuffix.size()); }
+
+// Whether a file of this name is shown as a store: `.ptwm`, `..ptwm` and
+// `...ptwm` would be shown as nothing, `.` and `..`.
+bool shows_as_store(std::string_view name) {
+    if (name.size() <= kStoreSuffix.size() || !name.ends_with(kStoreSuffix)) return false;
+    return stripped(name) != "." && stripped(name) != "..";
+}
+
 std::string join(const std::string& dir, const std::string& name) {
     return dir.empty() ? name : dir + "/" + name;
 }
@@ -85,7 +95,12 @@ public:
         });
         std::vector<fuse_ino_t> children;
         for (Candidate& c : candidates) {
-            if (!children.empty() && tree_.nodes_[children.back()].name == c.shown_name) continue;
+            if (!children.empty() && tree_.nodes_[children.back()].name == c.shown_name) {
+                log_info("%s: hidden by the store %s, shown under its name",
+                         full_path(join(dir_path, c.disk_name)).c_str(),
+                         full_path(tree_.nodes_[children.back()].disk_path).c_str());
+                continue;
+            }
             children.push_back(add_node(std::move(c), dir_ino, dir_path));
         }
         tree_.nodes_[dir_ino].children = children;
@@ -119,7 +134,12 @@ private:
             c.link_target = read_link(dir_fd, name, static_cast<size_t>(c.attr.st_size), path);
         } else if (S_ISREG(c.attr.st_mode)) {
             c.kind = NodeKind::regular;
-            if (name.size() > kStoreSuffix.size() && name.ends_with(kStoreSuffix)) open_store(dir_fd, name, path, c);
+            if (shows_as_store(name)) {
+                open_store(dir_fd, name, path, c);
+            } else if (name.ends_with(kStoreSuffix)) {
+                log_error("%s: a store would be shown as '%s', shown as the plain file it is", path.c_str(),
+                          std::string(stripped(name)).c_str());
+            }
         } else {
             log_error("%s: not a regular file, directory or symlink, left out", path.c_str());
             return std::nullopt;
@@ -143,7 +163,7 @@ private:
             const ptwm::Superblock sb = ptwm::StoreReader::read_superblock(*source);
             c.store_source = std::move(source);
             c.kind = NodeKind::store;
-            c.shown_name = name.substr(0, name.size() - kStoreSuffix.size());
+            c.shown_name = stripped(name);
             c.attr.st_size = static_cast<off_t>(sb.original_size);
             c.attr.st_blocks = static_cast<blkcnt_t>((sb.original_size + 511) / 512);
         } catch (const std::exception& e) {

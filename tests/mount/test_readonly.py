@@ -2,6 +2,7 @@
 Symlinks are shown as they are, never followed by the daemon."""
 import errno
 import os
+import shutil
 import unittest
 
 from ptwmfs_testlib import Mount, TempDir, make_packed_model
@@ -61,6 +62,24 @@ class StoreShadowsPlainTwin(unittest.TestCase):
                 self.assertEqual(os.listdir(mount.path).count("model.safetensors"), 1)
                 self.assertEqual(os.path.getsize(mount / "model.safetensors"),
                                  os.path.getsize(os.path.join(original, "model.safetensors")))
+                self.assertIn("model.safetensors: hidden by the store", mount.log())
+
+    def test_stores_that_would_show_as_dot_names_stay_plain_files(self):
+        # `..ptwm` would be shown as `.`, `...ptwm` as `..`: a second `.` and
+        # `..` in the listing, and files no path could reach.
+        with TempDir() as tmp:
+            _, store = make_packed_model(tmp, scale=1)
+            packed = os.path.join(store, "model.safetensors.ptwm")
+            for name in ["..ptwm", "...ptwm"]:
+                shutil.copyfile(packed, os.path.join(store, name))
+            with Mount(store) as mount:
+                names = os.listdir(mount.path)
+                for name in ["..ptwm", "...ptwm"]:
+                    self.assertIn(name, names)
+                    self.assertEqual(os.path.getsize(mount / name), os.path.getsize(packed))
+                self.assertNotIn(".", names)
+                self.assertNotIn("..", names)
+                self.assertIn("a store would be shown as '.', shown as the plain file it is", mount.log())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,49 @@
+"""Mount options and mount points the daemon refuses: each with a message
+naming what is wrong and a non-zero exit, before anything is mounted."""
+import os
+import subprocess
+import unittest
+
+from ptwmfs_testlib import TempDir, executable, make_packed_model
+
+
+class RefusedOptions(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = TempDir()
+        _, cls.store = make_packed_model(cls.tmp.__enter__(), scale=1)
+        cls.mountpoint = os.path.join(cls.tmp.path, "mnt")
+        os.mkdir(cls.mountpoint)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.__exit__(None, None, None)
+
+    def assert_refused(self, mountpoint, options, message):
+        args = [executable("PTWMFS"), self.store, mountpoint] + (["-o", options] if options else [])
+        result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(result.returncode, 0, result.stderr)
+        self.assertIn(message, result.stderr)
+        self.assertFalse(os.path.ismount(mountpoint))
+
+    def test_worker_counts_out_of_range(self):
+        # A mistyped count must not start a million threads, or fall back
+        # to the default without a word.
+        for workers in ["-1", "5000"]:
+            self.assert_refused(self.mountpoint, "workers=" + workers, f"workers takes 0 to 1024, not {workers}")
+
+    def test_kernel_readahead_below_a_page(self):
+        # The kernel takes whole KiB: 3K would have turned read-ahead off.
+        self.assert_refused(self.mountpoint, "kernel_readahead=3K",
+                            "kernel_readahead takes 0 (leave the kernel's) or 4K and more, not 3K")
+
+    def test_mount_point_that_is_a_file(self):
+        # The kernel mounts a directory root on a file, and every access
+        # then fails with EIO.
+        path = os.path.join(self.tmp.path, "a-file")
+        open(path, "w").close()
+        self.assert_refused(path, "", f"{path}: mount point is not a directory")
+
+
+if __name__ == "__main__":
+    unittest.main()
