@@ -1,6 +1,7 @@
 // ptwmfs-tool: make, unmake, check and look into ptwmfs stores. Each
 // subcommand lives in its own file; this only dispatches.
 #include <malloc.h>
+#include <signal.h>
 
 #include <cstdio>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "command.hpp"
+#include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwmfs_version.h"
 
@@ -24,6 +26,24 @@ constexpr const char* kUsageText =
     "  inspect STORE [--json]  per tensor and plane: decomposition, codec, sizes, entropy bound\n"
     "\n"
     "'ptwmfs-tool COMMAND --help' tells more; see also ptwmfs-tool(1), ptwmfs(1), ptwmfs-store(5).\n";
+
+void on_signal(int signal) { ptwm::request_cancellation(signal); }
+
+// SIGINT, SIGTERM and SIGHUP ask the work under way to stop: it throws
+// ptwm::Cancelled at its next step, and the unwinding removes temporary
+// files and aborts multipart uploads. Once only: a second signal has its
+// default effect. A signal the caller left ignored (nohup, a background
+// job) stays ignored.
+void stop_on_signals() {
+    struct sigaction stop {};
+    stop.sa_handler = on_signal;
+    stop.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigemptyset(&stop.sa_mask);
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) {
+        struct sigaction old {};
+        if (sigaction(signal, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(signal, &stop, nullptr);
+    }
+}
 
 }  // namespace
 
@@ -50,6 +70,7 @@ int main(int argc, char** argv) {
         return kOk;
     }
     Args args({argv + 2, argv + argc});
+    stop_on_signals();
     try {
         if (command == "pack") return pack_main(args);
         if (command == "unpack") return unpack_main(args);
@@ -61,6 +82,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ptwmfs-tool %s: %s (see 'ptwmfs-tool %s --help')\n", command.c_str(), e.message.c_str(),
                      command.c_str());
         return kBadUsage;
+    } catch (const ptwm::Cancelled& e) {
+        std::fprintf(stderr, "\nptwmfs-tool %s: %s: stopped, nothing half-written left\n", command.c_str(), e.what());
+        return 128 + e.signal();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "ptwmfs-tool %s: error: %s\n", command.c_str(), e.what());
         return kFailed;

@@ -6,6 +6,7 @@
 
 #include "command.hpp"
 #include "progress.hpp"
+#include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/base/size_text.hpp"
@@ -119,6 +120,8 @@ int pack_main(Args& args) {
                 try {
                     pack_one(in, out.string() + ".ptwm");
                     return;
+                } catch (const Cancelled&) {
+                    throw;  // an interrupt is not a bad file to copy instead
                 } catch (const Error& e) {
                     progress.finish();
                     if (!copy_bad) throw;

@@ -19,9 +19,11 @@ namespace fs = std::filesystem;
 using remote::ManifestEntry;
 
 RemoteUpload::RemoteUpload(const std::string& url, const RemoteOptions& options, unsigned parallel, uint64_t part_bytes, bool quiet)
-    : url_(url), options_(options), parallel_(parallel), part_bytes_(part_bytes), quiet_(quiet) {
+    : url_(url), parallel_(parallel), part_bytes_(part_bytes), quiet_(quiet) {
     if (url.rfind("s3://", 0) != 0) throw Error(url + ": pack uploads to s3:// URLs only");
     single_store_ = url_names_store(url);
+    store_ = std::make_shared<remote::ObjectStore>(*remote::parse_remote_url(url_), options.s3, options.retry);
+    store_->exists(store_->object(single_store_ ? "" : remote::kManifestName));
     const char* tmpdir = std::getenv("TMPDIR");
     std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/ptwmfs-pack-XXXXXX";
     if (!::mkdtemp(pattern.data())) throw Error(pattern + ": cannot make a temporary directory");
@@ -42,7 +44,7 @@ fs::path RemoteUpload::local_target(const fs::path& src) {
 }
 
 void RemoteUpload::send() {
-    auto store = std::make_shared<remote::ObjectStore>(*remote::parse_remote_url(url_), options_.s3, options_.retry);
+    remote::ObjectStore& store = *store_;
     remote::Manifest manifest;
     if (single_store_) {
         ManifestEntry e;
@@ -71,21 +73,22 @@ void RemoteUpload::send() {
         progress.update("upload to " + url_, done, total);
     };
     const auto start = std::chrono::steady_clock::now();
+    if (!single_store_) store.remove(store.object(remote::kManifestName));
     // Files in parallel, and a large file's parts in parallel within it.
     parallel_for(objects.size(), parallel_, [&](size_t i) {
         const ManifestEntry& e = *objects[i];
         const fs::path local = single_store_ ? tree_ : tree_ / e.path;
-        remote::upload_file(*store, store->object(e.path), local.string(), uo);
+        remote::upload_file(store, store.object(e.path), local.string(), uo);
     });
     // Last: a manifest present means every object it lists is there.
     if (!single_store_) {
         const std::string json = manifest.to_json();
-        store->put(store->object(remote::kManifestName), {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
+        store.put(store.object(remote::kManifestName), {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
     }
     progress.finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!quiet_)
-        std::printf("uploaded %zu object(s), %s, to %s in %.2f s (%.0f MB/s)\n", objects.size(),
+        std::printf("uploaded %zu object(s), %s, to %s in %.2f s (%.0f MB/s)\n", objects.size() + !single_store_,
                     human_bytes(total).c_str(), url_.c_str(), seconds, static_cast<double>(total) / 1e6 / seconds);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "store_open.hpp"
@@ -12,6 +13,8 @@ namespace ptwm::tool {
 
 class RemoteUpload {
 public:
+    // Asks the server about the target first (a HEAD), so that wrong
+    // credentials or a missing bucket fail before the pack, not after it.
     RemoteUpload(const std::string& url, const RemoteOptions& options, unsigned parallel, uint64_t part_bytes, bool quiet);
     ~RemoteUpload();  // removes the temporary tree
     RemoteUpload(const RemoteUpload&) = delete;
@@ -20,11 +23,14 @@ public:
     // Where pack writes locally before the upload.
     std::filesystem::path local_target(const std::filesystem::path& src);
     // Uploads what pack wrote; throws Error naming the object that failed.
+    // A tree's manifest already at the URL is deleted before any object is
+    // replaced, and the new one put last: no moment shows a manifest over
+    // a mix of old and new objects, interrupted or not.
     void send();
 
 private:
     std::string url_;
-    RemoteOptions options_;
+    std::shared_ptr<remote::ObjectStore> store_;
     unsigned parallel_;
     uint64_t part_bytes_;
     bool quiet_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
 
@@ -18,6 +19,7 @@ void copy_file_atomic(const fs::path& src, const fs::path& dst) {
     std::vector<uint8_t> buf(8u << 20);
     const uint64_t size = in.size();
     for (uint64_t at = 0; at < size;) {
+        throw_if_cancelled();
         const auto n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - at));
         in.read_exact(at, {buf.data(), n});
         out.write_at(at, {buf.data(), n});
@@ -34,6 +36,7 @@ void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_
     for (const auto& e : fs::directory_iterator(src)) entries.push_back(e);
     std::sort(entries.begin(), entries.end());
     for (const auto& e : entries) {
+        throw_if_cancelled();
         const fs::path target = dst / e.path().filename();
         const auto status = e.symlink_status();
         if (fs::is_symlink(status)) {

@@ -55,6 +55,9 @@ struct HttpRequest {
     std::optional<std::pair<uint64_t, uint64_t>> range;  // bytes [first, last]
     std::span<const uint8_t> body;         // PUT and POST
     std::span<uint8_t> into;               // a 2xx body goes here when set (else to HttpResponse::body)
+    // Clean-up (aborting a multipart upload) still goes out once the tool
+    // was interrupted; every other request then stops (ptwm::Cancelled).
+    bool runs_when_cancelled = false;
 };
 
 // The text of the first <TAG>...</TAG> in an S3 XML body, or "" (S3's

@@ -1,6 +1,6 @@
 // A place holding a packed tree: an S3 bucket and prefix, or an HTTP(S)
 // directory. Names objects relative to that root and does the requests a
-// store needs: HEAD (size, ETag), range GET, whole GET, PUT.
+// store needs: HEAD (size, ETag), range GET, whole GET, PUT, DELETE.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,11 @@ public:
     HttpRequest request(const std::string& method, const RemoteUrl& object) const;
 
     ObjectInfo head(const RemoteUrl& object);
+    // HEAD, with "no such object" an answer rather than an error: false for
+    // 404, RemoteError for any other failure (credentials, bucket, network).
+    bool exists(const RemoteUrl& object);
+    // DELETE (S3 answers the same whether or not the object was there).
+    void remove(const RemoteUrl& object);
     std::vector<uint8_t> get(const RemoteUrl& object);
     void put(const RemoteUrl& object, std::span<const uint8_t> bytes);
 

@@ -8,6 +8,8 @@
 #include <random>
 #include <thread>
 
+#include "ptwm/base/cancellation.hpp"
+
 namespace ptwm::remote {
 namespace {
 
@@ -39,6 +41,14 @@ size_t on_body(char* data, size_t, size_t n, void* user) {
         t->response->body.append(data, n);
     }
     return n;
+}
+
+// libcurl asks this several times a second during a transfer: a
+// cancelled run (the tool's SIGINT) stops its uploads and downloads at once
+// instead of when they end or time out.
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    const auto* t = static_cast<const Transfer*>(user);
+    return !t->request->runs_when_cancelled && cancellation_requested() ? 1 : 0;
 }
 
 std::string header_value(CURL* handle, const char* name) {
@@ -119,6 +129,9 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
     c.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     c.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     c.easy_setopt(h, CURLOPT_WRITEDATA, &t);
+    c.easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    c.easy_setopt(h, CURLOPT_XFERINFODATA, &t);
+    c.easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     c.easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max(1.0, timeout_seconds * 1000)));
     c.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::clamp(timeout_seconds * 1000, 1.0, 10000.0)));
     // A transfer that stalls (a server gone mid-body) is cut and retried.
@@ -194,7 +207,11 @@ HttpResponse HttpClient::send(const HttpRequest& req) {
     const auto deadline = clock::now() + std::chrono::duration<double>(policy_.timeout_seconds);
     thread_local std::minstd_rand jitter(std::random_device{}());
     std::string last_error;
+    const auto check_cancelled = [&] {
+        if (!req.runs_when_cancelled) throw_if_cancelled();
+    };
     for (unsigned attempt = 0;; ++attempt) {
+        check_cancelled();
         const double remaining = std::chrono::duration<double>(deadline - clock::now()).count();
         if (remaining <= 0) {
             stats_->failures.fetch_add(1, std::memory_order_relaxed);
@@ -213,6 +230,7 @@ HttpResponse HttpClient::send(const HttpRequest& req) {
             throw;
         }
         release_handle(handle);
+        check_cancelled();  // (a transfer the progress callback cut is no server's failure)
         if (error.empty()) return resp;
         if (!retryable) {
             stats_->failures.fetch_add(1, std::memory_order_relaxed);
@@ -223,7 +241,12 @@ HttpResponse HttpClient::send(const HttpRequest& req) {
         const double cap = std::min(policy_.max_backoff_seconds, policy_.first_backoff_seconds * std::ldexp(1.0, std::min(attempt, 16u)));
         const double left = std::chrono::duration<double>(deadline - clock::now()).count();
         const double sleep = std::min(std::uniform_real_distribution<double>(cap / 4, cap)(jitter), std::max(0.0, left));
-        std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
+        // In slices, so that an interrupt is seen within a tenth of a second.
+        const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(sleep));
+        while (clock::now() < until) {
+            check_cancelled();
+            std::this_thread::sleep_for(std::min<clock::duration>(until - clock::now(), std::chrono::milliseconds(100)));
+        }
     }
 }
 

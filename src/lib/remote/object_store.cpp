@@ -23,6 +23,19 @@ ObjectInfo ObjectStore::head(const RemoteUrl& object) {
     return {resp.content_length, resp.etag};
 }
 
+bool ObjectStore::exists(const RemoteUrl& object) {
+    const HttpRequest r = request("HEAD", object);
+    const HttpResponse resp = client_->send(r);
+    if (resp.status == 404) return false;
+    if (resp.status >= 300) throw RemoteError(client_->describe_failure(r, resp), resp.status, false);
+    return true;
+}
+
+void ObjectStore::remove(const RemoteUrl& object) {
+    if (!object.is_s3()) throw Error(object.text + ": deletes go to s3:// URLs only");
+    client_->send_ok(request("DELETE", object));
+}
+
 std::vector<uint8_t> ObjectStore::get(const RemoteUrl& object) {
     const HttpResponse resp = client_->send_ok(request("GET", object));
     return {resp.body.begin(), resp.body.end()};

@@ -63,7 +63,10 @@ void upload_file(ObjectStore& store, const RemoteUrl& object, const std::string&
                         xml_field(resp.body, "Message"));
     } catch (...) {
         try {
-            client.send(with_query(store.request("DELETE", object), id_query));  // abort: no partial object, no stray parts
+            // Abort: no partial object, no stray parts (after an interrupt too).
+            HttpRequest abort = with_query(store.request("DELETE", object), id_query);
+            abort.runs_when_cancelled = true;
+            client.send(abort);
         } catch (...) {
         }
         throw;

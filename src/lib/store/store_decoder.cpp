@@ -8,6 +8,7 @@
 #include "base/scratch.hpp"
 #include "base/serial_worker.hpp"
 #include "base/worker_pool.hpp"
+#include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/parallel.hpp"
 
@@ -34,6 +35,7 @@ void decode_all(const StoreReader& store, const DecodeAllOptions& opt,
             bytes += store.chunk(last++).original_length;
         const uint64_t base = store.chunk(first).original_offset;
         sink_thread.wait(sunk[k % 2]);
+        throw_if_cancelled();
         const std::span<uint8_t> batch = buffers[k % 2].get(bytes);
         pool.run(last - first, [&](size_t i) {
             const size_t c = first + i;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/base/parallel.hpp"
@@ -222,6 +223,7 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
     for (size_t k = 0; k < batch_count; ++k) {
         Batch& b = batches[k % 2];
         io.wait(read_ticket);
+        throw_if_cancelled();
         if (k + 1 < batch_count) read_ticket = queue_read(k + 1);
         b.encoded.assign(b.count, {});
         encoders.run(b.count, [&](size_t i) {
