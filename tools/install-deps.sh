@@ -12,7 +12,7 @@ packages=(
   libgtest-dev                              # unit tests
   python3 python3-numpy python3-torch       # mount tests: numpy.memmap and torch mmap through the mount
   python3-venv python3-wheel python3-dev    # .venv for the pinned PyPI packages; zipnn builds from source
-  iproute2 nginx-light                      # object-store tests: network namespaces, a plain HTTP server
+  iproute2 nginx-light openssl              # object-store tests: network namespaces, an HTTP(S) server, its certificate
   clang libclang-rt-14-dev                  # libFuzzer targets
 )
 missing=()

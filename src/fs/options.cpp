@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "ptwm/base/parallel.hpp"
+#include "ptwm/remote/remote_url.hpp"
 #include "ptwm/base/size_text.hpp"
 #include "ptwmfs_version.h"
 
@@ -171,7 +172,12 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     }
 
     const std::string source = store_dir.get();
-    options.remote = source.rfind("s3://", 0) == 0 || source.rfind("https://", 0) == 0 || source.rfind("http://", 0) == 0;
+    if (const std::string scheme = ptwm::remote::unsupported_url_scheme(source); !scheme.empty()) {
+        fprintf(stderr, "ptwmfs: %s: %s:// is not a scheme ptwmfs reads (s3://, https:// and http:// are)\n",
+                source.c_str(), scheme.c_str());
+        return ParseOutcome::exit_failure;
+    }
+    options.remote = ptwm::remote::is_remote_url(source);
     if (options.remote) {
         options.store_dir = source;
         if (disk_cache) {
@@ -183,13 +189,13 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         if (s3_endpoint) options.s3_endpoint = s3_endpoint.get();
         if (region) options.region = region.get();
         if (profile) options.profile = profile.get();
-        if (raw.remote_timeout == 0) {
+        if (raw.remote_timeout != -1 && raw.remote_timeout <= 0) {
             fprintf(stderr, "ptwmfs: remote_timeout must be 1 second or more\n");
             return ParseOutcome::exit_failure;
         }
         if (raw.remote_timeout > 0) options.remote_timeout = raw.remote_timeout;
         if (!size_option(fetch_ahead.get(), "fetch_ahead", options.fetch_ahead)) return ParseOutcome::exit_failure;
-        if (raw.fetch_connections == 0) {
+        if (raw.fetch_connections != -1 && raw.fetch_connections <= 0) {
             fprintf(stderr, "ptwmfs: fetch_connections must be 1 or more (fetch_ahead=0 turns fetch-ahead off)\n");
             return ParseOutcome::exit_failure;
         }

@@ -49,7 +49,11 @@ LoadedStorePtr StoreFile::load(IndexCache& indexes) const {
     } catch (const std::exception& e) {
         indexes.load_failed();
         const auto* remote = dynamic_cast<const ptwm::remote::RemoteError*>(&e);
-        if (remote != nullptr && remote->transient()) throw;  // the next read tries again
+        if (remote != nullptr && remote->transient()) {
+            log_error("%s: cannot load its index, the read fails with EIO and the next tries again: %s", name_.c_str(),
+                      e.what());
+            throw;
+        }
         failed_ = true;
         load_error_ = e.what();
         log_error("%s: not a usable store: %s; reads of it fail with EIO", name_.c_str(), e.what());
@@ -170,12 +174,15 @@ void StoreFile::prefetch(const LoadedStore& loaded, size_t index, ptwm::ChunkCac
     try {
         cache.get({id_, index}, reader.index().original_length(index),
                   [&](std::span<uint8_t> bytes) { decode(loaded, index, bytes, &cache); });
+        if (prefetch_failing_.load(std::memory_order_relaxed)) prefetch_failing_.store(false, std::memory_order_relaxed);
     } catch (const ptwm::CorruptData&) {
         // Already reported; the reader that reaches it gets EIO.
     } catch (const ptwm::remote::ObjectChanged&) {
         // Logged once for the object by the remote stage; readers get EIO.
     } catch (const std::exception& e) {
-        log_error("%s: decoding ahead: %s", name_.c_str(), e.what());
+        if (!prefetch_failing_.exchange(true, std::memory_order_relaxed))
+            log_error("%s: decoding ahead: %s (its next failures are not logged until it works again; reads that "
+                      "reach the range fail with EIO)", name_.c_str(), e.what());
     }
 }
 

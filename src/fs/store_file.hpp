@@ -128,6 +128,9 @@ private:
     mutable std::mutex loaded_mutex_;  // guards loaded_ (short holds only)
     mutable LoadedStorePtr loaded_;
 
+    // Decoding ahead has failed since it last succeeded: its failures
+    // (a deleted object: one per chunk ahead) are logged once, not each.
+    mutable std::atomic<bool> prefetch_failing_{false};
     mutable std::mutex reported_mutex_;
     mutable std::unordered_set<size_t> reported_;  // corrupt chunks already logged
 };

@@ -9,6 +9,7 @@ $PTWMFS_WEED); without it the tests skip and say so.
 import json
 import os
 import shutil
+import ssl
 import signal
 import socket
 import subprocess
@@ -87,8 +88,8 @@ def wait_until(what, check, timeout=60, log=lambda: ""):
     raise RuntimeError(f"{what} not ready after {timeout} s ({last})\n{log()}")
 
 
-def http_get(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+def http_get(url, timeout=5, context=None):
+    with urllib.request.urlopen(url, timeout=timeout, context=context) as r:
         return r.read()
 
 
@@ -227,6 +228,14 @@ class SeaweedFS:
                         "--user", f"{ACCESS_KEY}:{SECRET_KEY}", f"{self.endpoint}/{name}"],
                        check=True, capture_output=True, timeout=60)
 
+    def get(self, path):
+        """A signed GET of /PATH (an object, or a listing such as
+        "BUCKET?uploads="): the body."""
+        return subprocess.run(["curl", "-sS", "-f", "--aws-sigv4", f"aws:amz:{REGION}:s3",
+                               "--user", f"{ACCESS_KEY}:{SECRET_KEY}", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                               f"{self.endpoint}/{path}"],
+                              check=True, capture_output=True, timeout=60).stdout
+
     def put_object(self, bucket, key, data):
         subprocess.run(["curl", "-sS", "-f", "-X", "PUT", "--aws-sigv4", f"aws:amz:{REGION}:s3",
                         "--user", f"{ACCESS_KEY}:{SECRET_KEY}", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
@@ -240,18 +249,30 @@ class SeaweedFS:
 
 
 class Nginx:
-    """`with Nginx(root) as web:` nginx serving `root` read-only at web.url (http://127.0.0.1:PORT/)."""
+    """`with Nginx(root) as web:` nginx serving `root` read-only at web.url
+    (http://127.0.0.1:PORT/). With tls=True, https:// under a self-signed
+    certificate for 127.0.0.1, whose PEM file is web.certificate."""
 
-    def __init__(self, root):
+    def __init__(self, root, tls=False):
         self.root = os.path.abspath(root)
         self.dir = tempfile.mkdtemp(prefix="ptwmfs-nginx-")
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/"
+        self.certificate = os.path.join(self.dir, "cert.pem")
         self.proc = None
 
     def __enter__(self):
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         conf = os.path.join(self.dir, "nginx.conf")
+        listen = f"listen 127.0.0.1:{self.port};"
+        if self.tls:
+            key = os.path.join(self.dir, "key.pem")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                            "-keyout", key, "-out", self.certificate], check=True, capture_output=True, timeout=60)
+            listen = (f"listen 127.0.0.1:{self.port} ssl;\n        ssl_certificate {self.certificate};\n"
+                      f"        ssl_certificate_key {key};")
         with open(conf, "w") as f:
             # Workers as the test's own user: the temporary trees are 0700.
             user = "user root;\n" if os.geteuid() == 0 else ""
@@ -269,7 +290,7 @@ http {{
     uwsgi_temp_path {self.dir}/uwsgi;
     scgi_temp_path {self.dir}/scgi;
     server {{
-        listen 127.0.0.1:{self.port};
+        {listen}
         root {self.root};
         default_type application/octet-stream;
     }}
@@ -280,7 +301,7 @@ http {{
 
         def up():
             try:
-                http_get(self.url)
+                http_get(self.url, context=ssl._create_unverified_context() if self.tls else None)
             except urllib.error.HTTPError:
                 pass
             return True

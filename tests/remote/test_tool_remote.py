@@ -5,11 +5,15 @@ the same tree over HTTP, byte-identical to the originals; wrong credentials
 and missing trees give errors that say so."""
 import filecmp
 import hashlib
+import json
 import os
 import shutil
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -133,6 +137,47 @@ class ToolOnS3(unittest.TestCase):
         self.tool("pack", self.src, url, "--profile", "store", env=env)
         self.tool("verify", url, "--against", self.src, "--profile", "store", env=env)
 
+    def test_interrupted_repack_leaves_a_whole_tree_or_none_and_no_upload(self):
+        url = "s3://models/interrupted/v1"
+        self.tool("pack", self.src, url)
+        # The same tree with one more file, packed last and large enough to
+        # go up in several parts: the signal comes as the upload starts.
+        bigger = Path(self.tmp) / "bigger"
+        shutil.copytree(self.src, bigger, symlinks=True)
+        n = 24 << 20
+        raw = os.urandom(2 * n)
+        values = bytearray(raw)
+        values[1::2] = raw[1::2].translate(bytes(0x3A + (b & 3) | (b & 0x80) for b in range(256)))
+        header = json.dumps({"w": {"dtype": "BF16", "shape": [n], "data_offsets": [0, 2 * n]}}).encode()
+        (bigger / "zz-last.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + values)
+        temp = Path(self.tmp) / "tmpdir"
+        temp.mkdir()
+        env = self.cluster.env(TMPDIR=str(temp))
+        p = subprocess.Popen([TOOL, "pack", bigger, url, "--part-size", "5M", "--parallel", "1"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(60000):  # at most 60 s
+                if list(temp.glob("ptwmfs-pack-*/tree/zz-last.safetensors.ptwm")) or p.poll() is not None:
+                    break
+                time.sleep(0.001)
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=120)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if p.returncode == 0:
+            self.skipTest("the upload ended before the signal came: nothing interrupted")
+        self.assertEqual(p.returncode, 128 + signal.SIGINT, err)
+        self.assertIn("interrupted by SIGINT", err)
+        self.assertEqual(list(temp.iterdir()), [], "the packed tree was left in TMPDIR")
+        self.assertNotIn(b"<Upload>", self.cluster.get("models?uploads="), "a multipart upload was left open")
+        # A manifest there means a whole tree: the old one (the signal came
+        # before the upload) or none at all, never a mix.
+        p = self.tool("verify", url, "--against", self.src, check=False)
+        if p.returncode != 0:
+            self.assertIn("no packed tree here", p.stderr)
+
     def test_no_tree_at_prefix(self):
         p = self.tool("unpack", "s3://models/nothing/here", Path(self.tmp) / "none", check=False)
         self.assertEqual(p.returncode, 1)
@@ -167,6 +212,26 @@ class ToolOnHttp(unittest.TestCase):
             p = subprocess.run([TOOL, "verify", web.url + store.name], capture_output=True, text=True)
             self.assertEqual(p.returncode, 1, p.stdout)
             self.assertTrue("DAMAGED" in p.stdout or "damaged" in p.stdout, p.stdout)
+
+    def test_https_with_a_private_ca(self):
+        src = model_tree(self.tmp)
+        packed = self.tmp / "packed"
+        subprocess.run([TOOL, "pack", "--manifest", src, packed], check=True, capture_output=True)
+        with rt.Nginx(packed, tls=True) as web:
+            env = {k: v for k, v in os.environ.items() if k not in ("AWS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE")}
+            p = subprocess.run([TOOL, "verify", web.url], capture_output=True, text=True, env=env)
+            self.assertEqual(p.returncode, 1, "a self-signed certificate should not be trusted by default")
+            self.assertIn("certificate", p.stderr)
+            for variable in ("AWS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"):
+                p = subprocess.run([TOOL, "verify", web.url, "--against", src], capture_output=True, text=True,
+                                   env={**env, variable: web.certificate})
+                self.assertEqual(p.returncode, 0, f"{variable}: {p.stdout}{p.stderr}")
+
+    def test_unsupported_scheme_is_named(self):
+        for args in (["unpack", "ftp://127.0.0.1/tree/", self.tmp / "out"], ["pack", self.tmp, "ftp://127.0.0.1/x"]):
+            p = subprocess.run([TOOL, *map(str, args)], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("ftp:// is not a scheme ptwmfs reads", p.stderr)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,12 @@ const char* const kRemoteHelp =
     "      --profile P        profile in ~/.aws/credentials and config (default $AWS_PROFILE)\n"
     "      --remote-timeout S give up a request after S seconds of retries (default 60)\n";
 
+bool is_url(const std::string& text) {
+    if (const std::string scheme = remote::unsupported_url_scheme(text); !scheme.empty())
+        throw Error(text + ": " + scheme + ":// is not a scheme ptwmfs reads (s3://, https:// and http:// are)");
+    return remote::is_remote_url(text);
+}
+
 bool printed_help(Args& args, const char* help) {
     if (!args.flag("help", "h")) return false;
     std::fputs(help, stdout);

@@ -26,7 +26,9 @@ extern const char* const kRemoteHelp;
 // --help / -h: prints the command's `help` and kRemoteHelp; true when asked.
 bool printed_help(Args& args, const char* help);
 
-inline bool is_url(const std::string& text) { return remote::is_remote_url(text); }
+// Whether `text` is a URL we read (s3://, https://, http://); throws Error
+// naming the scheme for any other SCHEME://.
+bool is_url(const std::string& text);
 
 // A store from a path or from a URL naming one store object.
 std::unique_ptr<StoreReader> open_store(const std::string& path_or_url, const RemoteOptions& options = {});

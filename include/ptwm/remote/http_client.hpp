@@ -108,6 +108,9 @@ private:
 
     std::optional<S3Config> s3_;
     RetryPolicy policy_;
+    // Certificates to trust instead of the system's (a private CA):
+    // $AWS_CA_BUNDLE, else $CURL_CA_BUNDLE, else $SSL_CERT_FILE; "" for the system's.
+    std::string ca_bundle_;
     std::shared_ptr<RemoteStats> stats_;
     std::mutex pool_mutex_;
     std::vector<void*> idle_handles_;

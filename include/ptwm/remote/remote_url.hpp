@@ -28,6 +28,11 @@ inline bool is_remote_url(const std::string& text) {
     return text.rfind("s3://", 0) == 0 || text.rfind("https://", 0) == 0 || text.rfind("http://", 0) == 0;
 }
 
+// The scheme of a SCHEME://... that is_remote_url does not take ("ftp"),
+// else "": such a text would otherwise be taken for a relative path and
+// fail as a missing file. (./ftp://x is a path, should one be wanted.)
+std::string unsupported_url_scheme(const std::string& text);
+
 // RFC 3986 percent-encoding of an object key, keeping '/' between segments.
 std::string escape_key(const std::string& key);
 

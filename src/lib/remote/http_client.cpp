@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -93,6 +94,13 @@ std::string HttpResponse::error_code() const { return xml_field(body, "Code"); }
 HttpClient::HttpClient(std::optional<S3Config> s3, RetryPolicy policy)
     : s3_(std::move(s3)), policy_(policy), stats_(std::make_shared<RemoteStats>()) {
     curl();  // loaded now: a missing libcurl is an error at open, not at the first read
+    for (const char* name : {"AWS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+        const char* value = std::getenv(name);
+        if (value != nullptr && *value != '\0') {
+            ca_bundle_ = value;
+            break;
+        }
+    }
 }
 
 HttpClient::~HttpClient() {
@@ -138,6 +146,7 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
     c.easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     c.easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::clamp(timeout_seconds, 1.0, 10.0)));
     c.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (!ca_bundle_.empty()) c.easy_setopt(h, CURLOPT_CAINFO, ca_bundle_.c_str());
     c.easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored, never re-encoded
     std::string range;
     if (req.range) {

@@ -1,5 +1,7 @@
 #include "ptwm/remote/remote_url.hpp"
 
+#include <cctype>
+
 #include "ptwm/base/error.hpp"
 
 namespace ptwm::remote {
@@ -32,6 +34,18 @@ std::optional<RemoteUrl> parse_remote_url(const std::string& text) {
         if (text.find('/', host_begin) == std::string::npos) u.path += "/";
     }
     return u;
+}
+
+std::string unsupported_url_scheme(const std::string& text) {
+    const auto end = text.find("://");
+    if (end == std::string::npos || end == 0 || is_remote_url(text)) return "";
+    // RFC 3986: a letter, then letters, digits, '+', '-' and '.'.
+    if (!std::isalpha(static_cast<unsigned char>(text[0]))) return "";
+    for (size_t i = 1; i < end; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (!std::isalnum(c) && c != '+' && c != '-' && c != '.') return "";
+    }
+    return text.substr(0, end);
 }
 
 RemoteUrl RemoteUrl::child(const std::string& relative) const {
