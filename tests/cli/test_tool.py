@@ -4,8 +4,10 @@ trips, exit codes, and errors that name the file and what is wrong."""
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -238,6 +240,80 @@ class ToolTest(unittest.TestCase):
         for cmd in ["pack", "unpack", "verify", "inspect"]:
             self.assertIn("usage: ptwmfs-tool " + cmd, run(cmd, "--help").stdout)
         self.assertIn("ptwmfs-tool", run("--version").stdout)
+
+    def small_model(self):
+        src = self.tmp / "small.safetensors"
+        src.write_bytes(safetensors([("w", "BF16", [4096], os.urandom(8192))]))
+        return src
+
+    def test_outputs_write_through_symlinks_and_never_replace_devices(self):
+        src = self.small_model()
+        # A link (a hub cache's snapshot entry, say) stays a link: its target
+        # becomes the output.
+        target = self.tmp / "target.ptwm"
+        target.write_bytes(b"old")
+        (self.tmp / "link.ptwm").symlink_to("target.ptwm")
+        run("pack", src, self.tmp / "link.ptwm")
+        self.assertTrue((self.tmp / "link.ptwm").is_symlink())
+        run("verify", target, "--against", src)
+        # A device is never renamed over (as root, /dev/stdout or /dev/null
+        # would have been replaced by a regular file).
+        if os.geteuid() != 0:
+            self.skipTest("mknod needs root: skipped the device case")
+        device = self.tmp / "null"
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        for args in (("pack", src, device), ("unpack", target, device)):
+            p = run(*args, check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("exists and is not a regular file (a device, FIFO or socket)", p.stderr)
+            self.assertTrue(stat.S_ISCHR(os.lstat(device).st_mode))
+
+    def test_outputs_take_the_source_mode_less_the_umask(self):
+        src = self.small_model()
+        os.chmod(src, 0o640)
+        run("pack", src, self.tmp / "a.ptwm")
+        self.assertEqual(stat.S_IMODE(os.stat(self.tmp / "a.ptwm").st_mode), 0o640)
+        run("unpack", self.tmp / "a.ptwm", self.tmp / "a.safetensors")
+        self.assertEqual(stat.S_IMODE(os.stat(self.tmp / "a.safetensors").st_mode), 0o640)
+        os.chmod(src, 0o666)
+        p = subprocess.run([TOOL, "pack", src, self.tmp / "b.ptwm"], capture_output=True, text=True,
+                           preexec_fn=lambda: os.umask(0o077))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(stat.S_IMODE(os.stat(self.tmp / "b.ptwm").st_mode), 0o600)
+
+    def test_directory_pack_refuses_store_names_and_its_own_inside(self):
+        src = self.tmp / "d"
+        src.mkdir()
+        (src / "x").write_bytes(self.small_model().read_bytes())
+        (src / "x.ptwm").write_text("notes that would overwrite x's store")
+        p = run("pack", src, self.tmp / "out", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("x.ptwm: a source file named *.ptwm would be taken for a store", p.stderr)
+        self.assertFalse((self.tmp / "out").exists(), "nothing should be written")
+        (src / "x.ptwm").unlink()
+        for args in (("pack", src, src / "out"), ("pack", src, src)):
+            p = run(*args, check=False)
+            self.assertEqual(p.returncode, 1, args)
+            self.assertIn("which it would mirror into itself", p.stderr)
+        run("pack", src, self.tmp / "packed")
+        p = run("unpack", self.tmp / "packed", self.tmp / "packed" / "restore", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("which it would mirror into itself", p.stderr)
+        self.assertEqual(sorted(os.listdir(src)), ["x"])
+
+    def test_on_bad_copy_does_not_take_a_write_error_for_a_bad_file(self):
+        src = self.tmp / "d"
+        src.mkdir()
+        (src / "m.safetensors").write_bytes(safetensors([("w", "F32", [65536], os.urandom(262144))]))
+
+        def small_files():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal
+            resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+        p = subprocess.run([TOOL, "pack", "--on-bad", "copy", src, self.tmp / "out"], capture_output=True, text=True,
+                           preexec_fn=small_files)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("write failed", p.stderr)
+        self.assertNotIn("copying unchanged", p.stderr)
 
     def test_interrupt_removes_the_partial_output_and_keeps_the_old_one(self):
         # 96 MB of BF16-like values (random mantissas, a few exponents): a

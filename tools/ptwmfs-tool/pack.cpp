@@ -13,6 +13,7 @@
 #include "ptwm/store/safetensors.hpp"
 #include "ptwm/store/store_writer.hpp"
 #include "remote_upload.hpp"
+#include "store_names.hpp"
 #include "store_open.hpp"
 #include "tree.hpp"
 
@@ -51,6 +52,28 @@ struct Totals {
 
 bool has_suffix(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// What is wrong with `path`'s safetensors header, or "".
+std::string header_error(const fs::path& path) {
+    try {
+        read_safetensors_header(path);
+        return "";
+    } catch (const Error& e) {
+        return e.what();
+    }
+}
+
+// A source file named NAME.ptwm would be taken for a store in the packed
+// tree (by unpack and the mount), or be overwritten by NAME's store: found
+// before anything is written.
+void refuse_store_names(const fs::path& src) {
+    for (auto it = fs::recursive_directory_iterator(src); it != fs::recursive_directory_iterator(); ++it) {
+        throw_if_cancelled();
+        if (!it->is_symlink() && is_store_name(it->path()))
+            throw Error(it->path().string() + ": a source file named *" + std::string(kStoreSuffix) +
+                        " would be taken for a store in the packed tree; rename it or pack it apart");
+    }
 }
 
 }  // namespace
@@ -115,18 +138,20 @@ int pack_main(Args& args) {
     std::error_code ec;
     if (fs::is_directory(src)) {
         if (fs::exists(dst, ec) && !fs::is_directory(dst)) throw Error(dst.string() + ": exists and is not a directory");
+        require_outside(src, dst);
+        refuse_store_names(src);
         mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {
             if (looks_like_safetensors(in) || has_suffix(in.string(), ".safetensors")) {
-                try {
+                // Only a header that does not parse is a bad file --on-bad
+                // copy takes; a store that cannot be written (a full disk)
+                // fails the pack either way.
+                const std::string bad = header_error(in);
+                if (bad.empty()) {
                     pack_one(in, out.string() + ".ptwm");
                     return;
-                } catch (const Cancelled&) {
-                    throw;  // an interrupt is not a bad file to copy instead
-                } catch (const Error& e) {
-                    progress.finish();
-                    if (!copy_bad) throw;
-                    std::fprintf(stderr, "ptwmfs-tool pack: warning: copying unchanged: %s\n", e.what());
                 }
+                if (!copy_bad) throw Error(bad);
+                std::fprintf(stderr, "ptwmfs-tool pack: warning: copying unchanged: %s\n", bad.c_str());
             }
             copy_file_atomic(in, out);
             ++totals.files_copied;

@@ -28,6 +28,20 @@ void copy_file_atomic(const fs::path& src, const fs::path& dst) {
     out.commit();
 }
 
+void require_outside(const fs::path& src, const fs::path& dst) {
+    std::error_code ec;
+    const auto absolute = [&](const fs::path& p) {
+        fs::path a = fs::weakly_canonical(p, ec);
+        return a.has_filename() ? a : a.parent_path();  // "d/" ends in an empty element
+    };
+    const fs::path from = absolute(src), to = absolute(dst);
+    if (ec) return;  // (the walk reports what it cannot reach)
+    const auto [end, _] = std::mismatch(from.begin(), from.end(), to.begin(), to.end());
+    if (end == from.end())
+        throw Error(dst.string() + ": is " + (from == to ? "" : "inside ") + src.string() +
+                    ", which it would mirror into itself; give a destination outside it");
+}
+
 void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file) {
     std::error_code ec;
     fs::create_directories(dst, ec);

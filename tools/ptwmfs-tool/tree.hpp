@@ -17,6 +17,10 @@ using FileAction = std::function<void(const fs::path& src, const fs::path& dst)>
 
 void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file);
 
+// Throws Error when `dst` is `src` or lies inside it: mirroring would walk
+// into its own output (and pack or unpack it again, down to PATH_MAX).
+void require_outside(const fs::path& src, const fs::path& dst);
+
 // Copy a regular file's bytes to `dst` atomically (temporary file + rename),
 // keeping its permission bits.
 void copy_file_atomic(const fs::path& src, const fs::path& dst);

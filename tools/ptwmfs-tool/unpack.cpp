@@ -1,4 +1,6 @@
 // ptwmfs-tool unpack: stores -> the byte-identical originals.
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -45,9 +47,10 @@ int unpack_main(Args& args) {
     Progress progress;
     uint64_t total = 0;
     const auto start = std::chrono::steady_clock::now();
-    auto unpack_store = [&](const StoreReader* store_ptr, const std::string& label, const fs::path& out) {
+    // `mode`: the store's own permission bits (the original's, as pack kept them).
+    auto unpack_store = [&](const StoreReader* store_ptr, const std::string& label, const fs::path& out, unsigned mode) {
         const auto& store = store_ptr;
-        AtomicOutput file(out);
+        AtomicOutput file(out, mode);
         opt.progress = [&](uint64_t done, uint64_t all) { progress.update(label, done, all); };
         decode_all(*store, opt, [&](uint64_t offset, std::span<const uint8_t> bytes) { file.write_at(offset, bytes); });
         file.commit();
@@ -55,7 +58,10 @@ int unpack_main(Args& args) {
         total += store->original_size();
     };
     auto unpack_one = [&](const fs::path& in, const fs::path& out) {
-        unpack_store(StoreReader::open(in).get(), in.filename().string(), out);
+        const auto store = StoreReader::open(in);
+        struct stat st {};
+        const unsigned mode = ::stat(in.c_str(), &st) == 0 ? st.st_mode & 0666 : 0666;
+        unpack_store(store.get(), in.filename().string(), out, mode);
     };
 
     if (is_url(pos[0])) {
@@ -63,7 +69,7 @@ int unpack_main(Args& args) {
             const auto store = open_store(pos[0], remote);
             const std::string leaf = pos[0].substr(pos[0].rfind('/') + 1);
             if (fs::is_directory(dst)) dst /= original_name(leaf);
-            unpack_store(store.get(), leaf, dst);
+            unpack_store(store.get(), leaf, dst, 0666);
         } else {
             const RemoteTree tree = open_remote_tree(pos[0], remote);
             std::error_code ec;
@@ -80,7 +86,7 @@ int unpack_main(Args& args) {
                     fs::create_symlink(e.target, out, ec);
                     if (ec) throw Error(out.string() + ": cannot create symlink: " + ec.message());
                 } else if (e.kind == Kind::kStore) {
-                    unpack_store(tree.open_store(e.path).get(), e.path, original_name(out));
+                    unpack_store(tree.open_store(e.path).get(), e.path, original_name(out), e.mode);
                 } else {
                     const std::vector<uint8_t> bytes = tree.get(e.path);
                     if (bytes.size() != e.size)
@@ -100,7 +106,10 @@ int unpack_main(Args& args) {
     }
 
     if (fs::is_directory(src)) {
+        require_outside(src, dst);
         mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {
+            // pack --manifest's own file describes the packed tree, not the original.
+            if (in == src / remote::kManifestName) return;
             if (is_store_name(in)) unpack_one(in, original_name(out));
             else copy_file_atomic(in, out);
         });

@@ -49,9 +49,13 @@ private:
 // Written as a hidden temporary beside `path`; commit() syncs and renames it
 // into place. Destroyed uncommitted (an error on the way), it removes the
 // temporary: a failed write never leaves a partial file under `path`.
+// A `path` that is a symlink is written through to its target (the link
+// stays); one that is a device, FIFO, socket or directory is refused (Error),
+// never renamed over. `mode` is taken less the process's umask, as open(2)
+// would.
 class AtomicOutput {
 public:
-    explicit AtomicOutput(std::string path, unsigned mode = 0644);
+    explicit AtomicOutput(std::string path, unsigned mode = 0666);
     AtomicOutput(const AtomicOutput&) = delete;
     AtomicOutput& operator=(const AtomicOutput&) = delete;
     ~AtomicOutput();

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "ptwm/base/error.hpp"
@@ -60,9 +63,49 @@ void File::read_exact(uint64_t offset, std::span<uint8_t> out) const {
 
 namespace {
 constexpr uint64_t kWritebackBytes = 1u << 20;
+
+// The process's umask, from /proc (umask(2) can only read it by setting it,
+// which would race with other threads creating files).
+mode_t process_umask() {
+    static const mode_t mask = [] {
+        mode_t m = 022;
+        if (FILE* f = std::fopen("/proc/self/status", "r")) {
+            char line[256];
+            unsigned v = 0;
+            while (std::fgets(line, sizeof line, f) != nullptr)
+                if (std::sscanf(line, "Umask: %o", &v) == 1) m = static_cast<mode_t>(v);
+            std::fclose(f);
+        }
+        return m;
+    }();
+    return mask;
+}
+
+// Where an output of `path` goes: through a symlink to its target (a
+// link into a hub cache's blobs keeps being one), and never over what is not
+// a regular file: renaming over /dev/null or a FIFO would replace it.
+std::string output_path(std::string path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT) return path;
+        throw_errno(path, "cannot stat");
+    }
+    if (S_ISLNK(st.st_mode)) {
+        std::unique_ptr<char, decltype(&std::free)> target(::realpath(path.c_str(), nullptr), &std::free);
+        if (!target) throw_errno(path, "is a symlink whose target cannot be resolved");
+        path = target.get();
+        if (::stat(path.c_str(), &st) != 0) throw_errno(path, "cannot stat");
+    }
+    if (!S_ISREG(st.st_mode))
+        throw Error(path + ": exists and is not a regular file (" +
+                    (S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket") +
+                    "): outputs are written beside their path and renamed over it, so give the path of a file");
+    return path;
+}
+
 }  // namespace
 
-AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(std::move(path)) {
+AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(output_path(std::move(path))) {
     const auto slash = path_.rfind('/');
     const std::string dir = slash == std::string::npos ? "" : path_.substr(0, slash + 1);
     const std::string base = slash == std::string::npos ? path_ : path_.substr(slash + 1);
@@ -73,7 +116,7 @@ AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(std::move(pa
     fd_ = ::mkostemp(templ.data(), O_CLOEXEC);
     if (fd_ < 0) throw_errno(path_, "cannot create a temporary file beside");
     temp_path_ = templ.data();
-    ::fchmod(fd_, mode);
+    ::fchmod(fd_, mode & ~process_umask());
 }
 
 AtomicOutput::~AtomicOutput() {

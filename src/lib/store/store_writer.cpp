@@ -1,5 +1,7 @@
 #include "ptwm/store/store_writer.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -145,7 +147,10 @@ PackResult pack_file(const std::string& src, const std::string& dst, const PackO
     const std::vector<PlannedChunk> plan = plan_chunks(header, opt.chunk_bytes, read);
     const unsigned threads = thread_count(opt.threads);
 
-    AtomicOutput out(dst);
+    // The store is readable by whom the original was (less the umask).
+    struct stat st {};
+    if (::fstat(in.fd(), &st) != 0) throw_errno(src, "cannot stat");
+    AtomicOutput out(dst, st.st_mode & 0666);
     Superblock sb;
     sb.original_size = original_size;
     sb.prefix.offset = kSuperblockBytes;
