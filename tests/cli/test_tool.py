@@ -301,6 +301,20 @@ class ToolTest(unittest.TestCase):
         self.assertIn("which it would mirror into itself", p.stderr)
         self.assertEqual(sorted(os.listdir(src)), ["x"])
 
+    def test_an_output_that_is_its_own_input_is_refused(self):
+        src = self.small_model()
+        before = src.read_bytes()
+        p = run("pack", src, src, check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("itself, which the output would replace", p.stderr)
+        self.assertEqual(src.read_bytes(), before)
+        store = self.tmp / "un" / "foo"
+        store.parent.mkdir()
+        run("pack", src, store)
+        p = run("unpack", store, store.parent, check=False)  # un/foo again: a store named without .ptwm
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("itself, which the output would replace", p.stderr)
+
     def test_on_bad_copy_does_not_take_a_write_error_for_a_bad_file(self):
         src = self.tmp / "d"
         src.mkdir()

@@ -159,6 +159,7 @@ int pack_main(Args& args) {
     } else {
         if (!fs::exists(src, ec)) throw Error(src.string() + ": no such file or directory");
         if (fs::is_directory(dst)) dst /= src.filename().string() + ".ptwm";
+        require_other_file(src, dst);
         pack_one(src, dst);
     }
 

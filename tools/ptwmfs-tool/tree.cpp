@@ -42,6 +42,12 @@ void require_outside(const fs::path& src, const fs::path& dst) {
                     ", which it would mirror into itself; give a destination outside it");
 }
 
+void require_other_file(const fs::path& src, const fs::path& dst) {
+    std::error_code ec;
+    if (fs::equivalent(src, dst, ec))
+        throw Error(dst.string() + ": is " + src.string() + " itself, which the output would replace");
+}
+
 void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file) {
     std::error_code ec;
     fs::create_directories(dst, ec);

@@ -21,6 +21,10 @@ void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_
 // into its own output (and pack or unpack it again, down to PATH_MAX).
 void require_outside(const fs::path& src, const fs::path& dst);
 
+// Throws Error when `dst` names the file `src` itself (through another
+// path or a link): its output would replace its own input.
+void require_other_file(const fs::path& src, const fs::path& dst);
+
 // Copy a regular file's bytes to `dst` atomically (temporary file + rename),
 // keeping its permission bits.
 void copy_file_atomic(const fs::path& src, const fs::path& dst);

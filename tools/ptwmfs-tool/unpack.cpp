@@ -115,6 +115,7 @@ int unpack_main(Args& args) {
         });
     } else {
         if (fs::is_directory(dst)) dst /= original_name(src.filename());
+        require_other_file(src, dst);
         unpack_one(src, dst);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
