@@ -131,6 +131,15 @@ class ToolTest(unittest.TestCase):
         self.assertEqual(listing(self.tmp / "back"), listing(self.tmp / "hf_home"))
         self.assertEqual(run("verify", packed, "--against", self.tmp / "hf_home").returncode, 0)
 
+    def test_manifest_lists_a_link_under_its_own_path(self):
+        src = self.model_dir()
+        os.symlink("../config.json", src / "sub" / "config.json")  # its target is in the packed tree too
+        run("pack", "--manifest", "-q", src, self.tmp / "packed")
+        entries = json.loads((self.tmp / "packed" / "ptwmfs-manifest.json").read_text())["entries"]
+        links = {e["path"]: e["target"] for e in entries if e["kind"] == "link"}
+        self.assertEqual(links, {"sub/config.json": "../config.json", "sub/link.safetensors": "../model.safetensors"},
+                         "a link is listed under its own path, not its target's")
+
     def test_single_file_into_a_directory_and_back(self):
         src = self.model_dir() / "model.safetensors"
         (self.tmp / "d").mkdir()

@@ -114,7 +114,9 @@ Manifest Manifest::of_directory(const fs::path& root) {
     std::sort(paths.begin(), paths.end());  // parents sort before their children
     for (const auto& p : paths) {
         ManifestEntry e;
-        e.path = fs::relative(p, root).generic_string();
+        // Lexically: fs::relative() resolves a link and would list it under
+        // its target's path (a Hugging Face snapshot link as the blob).
+        e.path = p.lexically_relative(root).generic_string();
         if (e.path == kManifestName) continue;  // a manifest written before does not list itself
         struct stat st{};
         if (::lstat(p.c_str(), &st) != 0) throw Error(p.string() + ": cannot stat");
