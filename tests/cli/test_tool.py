@@ -140,6 +140,69 @@ class ToolTest(unittest.TestCase):
         self.assertEqual(links, {"sub/config.json": "../config.json", "sub/link.safetensors": "../model.safetensors"},
                          "a link is listed under its own path, not its target's")
 
+    def test_verify_against_a_tree_packed_with_its_manifest(self):
+        # The manifest is the packer's: no original has it, but it must list the tree.
+        src = self.model_dir()
+        packed = self.tmp / "packed"
+        run("pack", "--manifest", "-q", src, packed)
+        p = run("verify", packed, "--against", src, check=False)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn(f"OK {packed}/ptwmfs-manifest.json", p.stdout)
+
+        (packed / "config.json").write_text('{"hidden_size": 128}\n')  # changed after the manifest was written
+        shutil.copy(packed / "config.json", src / "config.json")
+        p = run("verify", packed, "--against", src, check=False)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn(f"FAILED {packed}/ptwmfs-manifest.json: lists 'config.json' as file mode 0644, 20 bytes, "
+                      "the tree has file mode 0644, 21 bytes", p.stdout)
+        self.assertEqual(p.stdout.count("FAILED"), 1, p.stdout)
+
+        (packed / "ptwmfs-manifest.json").write_text("{not json")
+        p = run("verify", packed, check=False)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn(f"FAILED {packed}/ptwmfs-manifest.json: not a ptwmfs manifest", p.stdout)
+
+    def test_verify_against_compares_symlinks(self):
+        src = self.model_dir()
+        packed = self.tmp / "packed"
+        run("pack", "-q", src, packed)
+        link, copy = src / "sub" / "link.safetensors", packed / "sub" / "link.safetensors"
+
+        def fails_with(message):
+            p = run("verify", packed, "--against", src, check=False)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertIn("FAILED " + message, p.stdout)
+            self.assertEqual(p.stdout.count("FAILED"), 1, p.stdout)
+
+        os.remove(link)
+        os.symlink("../config.json", link)
+        fails_with(f"{copy}: links to '../model.safetensors', {link} to '../config.json'")
+        os.remove(link)
+        fails_with(f"{copy}: a symlink to '../model.safetensors', but {link} does not exist")
+        link.write_bytes((src / "model.safetensors").read_bytes())
+        fails_with(f"{copy}: a symlink to '../model.safetensors', but {link} is not a symlink")
+        os.remove(link)
+        os.symlink("../model.safetensors", link)
+        os.remove(copy)
+        fails_with(f"{link}: has no counterpart in {packed}")
+        # A plain file where the original is a link: not compared through the link.
+        shutil.copy(src / "model.safetensors", copy)
+        fails_with(f"{link}: a symlink, but {copy} is not")
+        os.remove(copy)
+        os.symlink("../model.safetensors", copy)
+        self.assertEqual(run("verify", packed, "--against", src).returncode, 0)
+
+    def test_verify_a_tree_against_a_file_is_one_error(self):
+        src = self.model_dir()
+        packed = self.tmp / "packed"
+        run("pack", "-q", src, packed)
+        for against, what in [(src / "config.json", f"is a file, {packed} is a directory"),
+                              (self.tmp / "nowhere", "no such file or directory")]:
+            p = run("verify", packed, "--against", against, check=False)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertEqual(p.stdout, "", "one error, not one per entry")
+            self.assertEqual(p.stderr, f"ptwmfs-tool verify: error: --against {against}: {what}\n")
+
     def test_single_file_into_a_directory_and_back(self):
         src = self.model_dir() / "model.safetensors"
         (self.tmp / "d").mkdir()

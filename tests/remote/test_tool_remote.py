@@ -59,6 +59,30 @@ def model_tree(workdir):
     return src
 
 
+def check_verify_compares_links(test, url, src, workdir, env=None):
+    """verify URL --against a copy of src whose link is changed, removed, or
+    joined by one the packed tree lacks: each fails and names the link."""
+    other = Path(workdir) / "links"
+    shutil.copytree(src, other, symlinks=True)
+    link = other / "lora-link.safetensors"
+    packed_link = url.rstrip("/") + "/lora-link.safetensors"
+
+    def fails_with(message):
+        p = subprocess.run([TOOL, "verify", url, "--against", other], capture_output=True, text=True, env=env)
+        test.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        test.assertIn("FAILED " + message, p.stdout)
+        test.assertEqual(p.stdout.count("FAILED"), 1, p.stdout)
+
+    os.remove(link)
+    os.symlink("adapters/other.safetensors", link)
+    fails_with(f"{packed_link}: links to 'adapters/lora.safetensors', {link} to 'adapters/other.safetensors'")
+    os.remove(link)
+    fails_with(f"{packed_link}: a symlink to 'adapters/lora.safetensors', but {link} does not exist")
+    os.symlink("adapters/lora.safetensors", link)
+    os.symlink("adapters/lora.safetensors", other / "extra-link")
+    fails_with(f"{other / 'extra-link'}: has no counterpart in {url}")
+
+
 @unittest.skipUnless(rt.weed_path(), rt.WEED_MISSING)
 class ToolOnS3(unittest.TestCase):
     @classmethod
@@ -113,6 +137,11 @@ class ToolOnS3(unittest.TestCase):
         p = self.tool("verify", url, "--against", other, check=False)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertIn("differs from", p.stdout)
+
+    def test_verify_compares_links(self):
+        url = "s3://models/links/v1"
+        self.tool("pack", self.src, url)
+        check_verify_compares_links(self, url, self.src, self.tmp, env=self.cluster.env())
 
     def test_wrong_credentials_say_so(self):
         url = "s3://models/creds/v1"
@@ -203,6 +232,10 @@ class ToolOnHttp(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertTrue(same_tree(src, out))
             p = subprocess.run([TOOL, "verify", web.url, "--against", src], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            check_verify_compares_links(self, web.url, src, self.tmp)
+            # The served directory itself, its manifest being the packer's, not an original's.
+            p = subprocess.run([TOOL, "verify", packed, "--against", src], capture_output=True, text=True)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             # A damaged store on the server: verify says which chunk.
             store = next(packed.glob("*.ptwm"))

@@ -73,10 +73,10 @@ void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_
     }
 }
 
-std::vector<fs::path> regular_files(const fs::path& root) {
+std::vector<fs::path> files_and_links(const fs::path& root) {
     std::vector<fs::path> out;
     for (const auto& e : fs::recursive_directory_iterator(root))
-        if (e.is_regular_file() && !e.is_symlink()) out.push_back(e.path());
+        if (e.is_symlink() || e.is_regular_file()) out.push_back(e.path());
     std::sort(out.begin(), out.end());
     return out;
 }

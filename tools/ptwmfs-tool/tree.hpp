@@ -29,7 +29,8 @@ void require_other_file(const fs::path& src, const fs::path& dst);
 // keeping its permission bits.
 void copy_file_atomic(const fs::path& src, const fs::path& dst);
 
-// Every regular file below `root` (symlinks not followed), sorted by path.
-std::vector<fs::path> regular_files(const fs::path& root);
+// Every regular file and every symlink below `root` (links are listed, never
+// followed), sorted by path: what a packed tree or its originals hold.
+std::vector<fs::path> files_and_links(const fs::path& root);
 
 }  // namespace ptwm::tool

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -26,7 +27,9 @@ constexpr const char* kHelp =
     "Decode every chunk of the store SRC (or of every store below the directory SRC)\n"
     "and check every checksum, listing each damaged chunk. With --against, also\n"
     "compare the decoded bytes (and, for a directory, every other file) with\n"
-    "ORIGINAL byte for byte. Exit status 0: all good; 1: damage or a difference.\n"
+    "ORIGINAL byte for byte, and every symlink's target with the original link's.\n"
+    "A manifest 'pack --manifest' wrote must list the tree as it is.\n"
+    "Exit status 0: all good; 1: damage or a difference.\n"
     "\n"
     "options:\n"
     "  -j, --threads N        decoder threads, 1-1024 (default or 0: all cores)\n"
@@ -34,6 +37,39 @@ constexpr const char* kHelp =
     "\n"
     "SRC may be a URL: s3://BUCKET/PREFIX or https://HOST/PATH/ (a tree packed there,\n"
     "read through its manifest), or .../NAME.ptwm (one store).\n";
+
+// A manifest entry in words, as a FAILED line shows it.
+std::string describe(const remote::ManifestEntry& e) {
+    using Kind = remote::ManifestEntry::Kind;
+    std::string text = remote::kind_name(e.kind);
+    if (e.kind == Kind::kLink) return text + " to '" + e.target + "'";
+    char mode[16];
+    std::snprintf(mode, sizeof mode, " mode %04o", e.mode);
+    text += mode;
+    if (e.kind != Kind::kDirectory) text += ", " + std::to_string(e.size) + " bytes";
+    if (e.kind == Kind::kStore) text += ", original " + std::to_string(e.original_size) + " bytes";
+    return text;
+}
+
+// The first path on which a manifest and the tree it came from disagree, in
+// words; nullopt when it lists the tree exactly.
+std::optional<std::string> first_difference(const remote::Manifest& listed, const remote::Manifest& actual) {
+    std::map<std::string, std::string> in_manifest, in_tree;
+    for (const auto& e : listed.entries) in_manifest[e.path] = describe(e);
+    for (const auto& e : actual.entries) in_tree[e.path] = describe(e);
+    auto m = in_manifest.begin();
+    auto t = in_tree.begin();
+    while (m != in_manifest.end() || t != in_tree.end()) {
+        if (t == in_tree.end() || (m != in_manifest.end() && m->first < t->first))
+            return "lists '" + m->first + "' (" + m->second + "), which the tree does not have";
+        if (m == in_manifest.end() || t->first < m->first)
+            return "does not list '" + t->first + "' (" + t->second + ")";
+        if (m->second != t->second) return "lists '" + m->first + "' as " + m->second + ", the tree has " + t->second;
+        ++m;
+        ++t;
+    }
+    return std::nullopt;
+}
 
 class Verifier {
 public:
@@ -126,6 +162,50 @@ public:
         return true;
     }
 
+    // A symlink against its original: pack keeps a link as the link it is,
+    // with the same target text, so nothing is followed or resolved.
+    bool compare_link(const std::string& name, const fs::path& target, const fs::path& original) {
+        std::error_code ec;
+        const auto status = fs::symlink_status(original, ec);
+        const std::string link = name + ": a symlink to '" + target.string() + "', but " + original.string();
+        if (!fs::exists(status)) return fail(link + " does not exist");
+        if (!fs::is_symlink(status)) return fail(link + " is not a symlink");
+        const fs::path original_target = fs::read_symlink(original, ec);
+        if (ec) return fail(original.string() + ": cannot read the link: " + ec.message());
+        if (original_target != target)
+            return fail(name + ": links to '" + target.string() + "', " + original.string() + " to '" +
+                        original_target.string() + "'");
+        return true;
+    }
+
+    // The original a packed file or store is compared with, or nullopt. An
+    // original that is a symlink is a difference in itself (pack would have
+    // kept the link), and comparing through it would hide that.
+    std::optional<fs::path> original_file(const std::string& name, const std::optional<fs::path>& original) {
+        std::error_code ec;
+        if (original && fs::is_symlink(fs::symlink_status(*original, ec))) {
+            fail(original->string() + ": a symlink, but " + name + " is not");
+            return std::nullopt;
+        }
+        return original;
+    }
+
+    // `pack --manifest` leaves its own manifest in the tree: no original has
+    // one to compare with, but an HTTP server hands it to every reader, so it
+    // must still list the tree as it is.
+    bool check_manifest(const fs::path& tree) {
+        const fs::path path = tree / remote::kManifestName;
+        try {
+            const auto listed = remote::Manifest::parse(read_whole_file(path), path.string());
+            if (const auto difference = first_difference(listed, remote::Manifest::of_directory(tree)))
+                return fail(path.string() + ": " + *difference);
+            std::printf("OK %s (%zu entries, as in the tree)\n", path.c_str(), listed.entries.size());
+        } catch (const Error& e) {
+            return fail(e.what());
+        }
+        return true;
+    }
+
     bool fail(const std::string& message) {
         std::printf("FAILED %s\n", message.c_str());
         ++failures_;
@@ -137,6 +217,89 @@ private:
     unsigned threads_;
     size_t failures_ = 0;
 };
+
+// The originals below ORIGINAL that the entries of a packed tree stand for,
+// so that those none stands for can be named at the end.
+class Counterparts {
+public:
+    explicit Counterparts(std::optional<fs::path> root) : root_(std::move(root)) {}
+
+    // ORIGINAL/relative, now accounted for; nullopt without --against.
+    std::optional<fs::path> claim(const fs::path& relative) {
+        if (!root_) return std::nullopt;
+        claimed_.insert(relative);
+        return *root_ / relative;
+    }
+
+    void report_unclaimed(Verifier& v, const std::string& src) const {
+        if (!root_) return;
+        // Lexically: fs::relative() would resolve a link to its target's path.
+        for (const auto& original : files_and_links(*root_))
+            if (!claimed_.count(original.lexically_relative(*root_)))
+                v.fail(original.string() + ": has no counterpart in " + src);
+    }
+
+private:
+    std::optional<fs::path> root_;
+    std::set<fs::path> claimed_;
+};
+
+// A tree is compared with a directory of originals: a wrong ORIGINAL is one
+// error, not one per entry. `src_is` says what SRC is ("DIR is a directory").
+void require_directory(const fs::path& against, const std::string& src_is) {
+    std::error_code ec;
+    const auto status = fs::status(against, ec);
+    if (!fs::exists(status)) throw Error("--against " + against.string() + ": no such file or directory");
+    if (!fs::is_directory(status))
+        throw Error("--against " + against.string() + ": " +
+                    (fs::is_regular_file(status) ? "is a file, " : "is not a directory, ") + src_is);
+}
+
+// Every entry of the tree packed at `url`, as its manifest lists them; returns how many stores.
+size_t verify_remote_tree(Verifier& v, Counterparts& originals, const std::string& url, const RemoteOptions& remote) {
+    const RemoteTree tree = open_remote_tree(url, remote);
+    size_t stores = 0;
+    using Kind = remote::ManifestEntry::Kind;
+    for (const auto& e : tree.manifest.entries) {
+        const std::string name = tree.store->object(e.path).text;
+        if (e.kind == Kind::kStore) {
+            ++stores;
+            v.verify_store(name, v.original_file(name, originals.claim(original_name(e.path))),
+                           [&] { return tree.open_store(e.path); });
+        } else if (e.kind == Kind::kLink) {
+            if (const auto original = originals.claim(e.path)) v.compare_link(name, e.target, *original);
+        } else if (e.kind == Kind::kFile) {
+            if (const auto original = v.original_file(name, originals.claim(e.path))) {
+                try {
+                    v.compare_bytes(name, tree.get(e.path), *original);
+                } catch (const Error& err) {
+                    v.fail(err.what());
+                }
+            }
+        }
+    }
+    return stores;
+}
+
+// Every file and link below the directory `dir`; returns how many stores.
+size_t verify_local_tree(Verifier& v, Counterparts& originals, const fs::path& dir) {
+    size_t stores = 0;
+    for (const auto& entry : files_and_links(dir)) {
+        const fs::path rel = entry.lexically_relative(dir);
+        if (rel == remote::kManifestName) {
+            v.check_manifest(dir);
+        } else if (fs::is_symlink(entry)) {
+            if (const auto original = originals.claim(rel))
+                v.compare_link(entry, fs::read_symlink(entry), *original);
+        } else if (is_store_name(entry)) {
+            ++stores;
+            v.verify_store(entry, v.original_file(entry, originals.claim(original_name(rel))));
+        } else if (const auto original = v.original_file(entry, originals.claim(rel))) {
+            v.compare_plain(entry, *original);
+        }
+    }
+    return stores;
+}
 
 }  // namespace
 
@@ -153,50 +316,14 @@ int verify_main(Args& args) {
     Verifier v(threads);
     if (is_url(src.string()) && url_names_store(src.string())) {
         v.verify_store(src, against, [&] { return open_store(src.string(), remote); });
-    } else if (is_url(src.string())) {
-        const RemoteTree tree = open_remote_tree(src.string(), remote);
-        std::set<fs::path> seen;
-        size_t stores = 0;
-        using Kind = remote::ManifestEntry::Kind;
-        for (const auto& e : tree.manifest.entries) {
-            const std::string name = tree.store->object(e.path).text;
-            if (e.kind == Kind::kStore) {
-                ++stores;
-                seen.insert(original_name(e.path));
-                v.verify_store(name, against ? std::optional(*against / original_name(e.path)) : std::nullopt,
-                               [&] { return tree.open_store(e.path); });
-            } else if (e.kind == Kind::kFile && against) {
-                seen.insert(e.path);
-                try {
-                    v.compare_bytes(name, tree.get(e.path), *against / e.path);
-                } catch (const Error& err) {
-                    v.fail(err.what());
-                }
-            }
-        }
+    } else if (is_url(src.string()) || fs::is_directory(src)) {
+        const bool remote_tree = is_url(src.string());
         if (against)
-            for (const auto& file : regular_files(*against))
-                if (!seen.count(fs::relative(file, *against)))
-                    v.fail(file.string() + ": has no counterpart in " + src.string());
-        if (stores == 0 && !against) v.fail(src.string() + ": holds no store");
-    } else if (fs::is_directory(src)) {
-        std::set<fs::path> seen;  // originals accounted for, relative to `against`
-        size_t stores = 0;
-        for (const auto& file : regular_files(src)) {
-            const fs::path rel = fs::relative(file, src);
-            if (is_store_name(file)) {
-                ++stores;
-                seen.insert(original_name(rel));
-                v.verify_store(file, against ? std::optional(*against / original_name(rel)) : std::nullopt);
-            } else if (against) {
-                seen.insert(rel);
-                v.compare_plain(file, *against / rel);
-            }
-        }
-        if (against)
-            for (const auto& file : regular_files(*against))
-                if (!seen.count(fs::relative(file, *against)))
-                    v.fail(file.string() + ": has no counterpart in " + src.string());
+            require_directory(*against, src.string() + (remote_tree ? " is a packed tree" : " is a directory"));
+        Counterparts originals(against);
+        const size_t stores = remote_tree ? verify_remote_tree(v, originals, src.string(), remote)
+                                          : verify_local_tree(v, originals, src);
+        originals.report_unclaimed(v, src.string());
         if (stores == 0 && !against) v.fail(src.string() + ": holds no store");
     } else {
         v.verify_store(src, against);
