@@ -103,6 +103,7 @@ public:
             ++damaged;
             std::printf("DAMAGED %s\n", message.c_str());
         };
+        opt.progress = [&](uint64_t done, uint64_t total) { progress_.update(store_path.filename().string(), done, total); };
         std::vector<uint8_t> expected;
         try {
             decode_all(*store, opt, [&](uint64_t offset, std::span<const uint8_t> bytes) {
@@ -114,8 +115,10 @@ public:
                     first_difference = offset + static_cast<uint64_t>(mismatch.first - bytes.begin());
             });
         } catch (const Error& e) {
+            progress_.finish();
             return fail(e.what());
         }
+        progress_.finish();
         if (damaged)
             return fail(store_path.string() + ": " + std::to_string(damaged) + " of " + std::to_string(store->chunk_count()) +
                         " chunks damaged");
@@ -216,6 +219,7 @@ public:
 private:
     unsigned threads_;
     size_t failures_ = 0;
+    Progress progress_;  // a bar on stderr while a store decodes (a terminal only)
 };
 
 // The originals below ORIGINAL that the entries of a packed tree stand for,

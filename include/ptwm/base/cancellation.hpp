@@ -6,13 +6,15 @@
 // uploads aborted, nothing half-written left under a final name.
 #pragma once
 
+#include <stdexcept>
 #include <string>
-
-#include "ptwm/base/error.hpp"
 
 namespace ptwm {
 
-class Cancelled : public Error {
+// Not an Error: the places that catch Error to report a bad file and go on
+// with the next (verify, pack --on-bad copy) must not take an interrupt for
+// one.
+class Cancelled : public std::runtime_error {
 public:
     explicit Cancelled(int signal);
     int signal() const { return signal_; }

@@ -17,7 +17,7 @@ std::string describe(int signal) {
 
 }  // namespace
 
-Cancelled::Cancelled(int signal) : Error(describe(signal)), signal_(signal) {}
+Cancelled::Cancelled(int signal) : std::runtime_error(describe(signal)), signal_(signal) {}
 
 void request_cancellation(int signal) noexcept {
     int none = 0;
