@@ -373,6 +373,14 @@ class ToolTest(unittest.TestCase):
         self.assertIn("which it would mirror into itself", p.stderr)
         self.assertEqual(sorted(os.listdir(src)), ["x"])
 
+    def test_a_fifo_or_device_source_is_refused_not_waited_on(self):
+        fifo = self.tmp / "fifo"
+        os.mkfifo(fifo)
+        for src in (fifo, "/dev/zero"):
+            p = subprocess.run([TOOL, "pack", src, self.tmp / "x.ptwm"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"{src}: not a regular file or directory", p.stderr)
+
     def test_an_output_that_is_its_own_input_is_refused(self):
         src = self.small_model()
         before = src.read_bytes()

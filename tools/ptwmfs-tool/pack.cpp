@@ -158,6 +158,9 @@ int pack_main(Args& args) {
         });
     } else {
         if (!fs::exists(src, ec)) throw Error(src.string() + ": no such file or directory");
+        // (A FIFO would block the read until a writer came; a device has no end.)
+        if (!fs::is_regular_file(src, ec))
+            throw Error(src.string() + ": not a regular file or directory (pack reads a file by offsets, not as a stream)");
         if (fs::is_directory(dst)) dst /= src.filename().string() + ".ptwm";
         require_other_file(src, dst);
         pack_one(src, dst);
