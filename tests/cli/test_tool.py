@@ -12,9 +12,11 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+from interrupted_run import run_interrupted, write_large_bf16  # noqa: E402
 
 TOOL = os.environ.get("PTWMFS_TOOL", "build/tools/ptwmfs-tool/ptwmfs-tool")
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
@@ -410,35 +412,18 @@ class ToolTest(unittest.TestCase):
         self.assertNotIn("copying unchanged", p.stderr)
 
     def test_interrupt_removes_the_partial_output_and_keeps_the_old_one(self):
-        # 96 MB of BF16-like values (random mantissas, a few exponents): a
-        # pack or unpack of some tenths of a second, long enough to signal
-        # once its temporary file is there.
-        n = 48 << 20
-        raw = os.urandom(2 * n)
-        values = bytearray(raw)
-        values[1::2] = raw[1::2].translate(bytes(0x3A + (b & 3) | (b & 0x80) for b in range(256)))
-        header = json.dumps({"w": {"dtype": "BF16", "shape": [n], "data_offsets": [0, 2 * n]}}).encode()
+        # 96 MB of BF16-like values: a pack or unpack of some tenths of a
+        # second, long enough to signal once its temporary file is there.
         src = self.tmp / "big.safetensors"
-        src.write_bytes(struct.pack("<Q", len(header)) + header + values)
-        del raw, values
+        write_large_bf16(src, 48 << 20)
         run("pack", src, self.tmp / "whole.ptwm")
         for cmd, source, out in [("pack", src, "big.safetensors.ptwm"), ("unpack", self.tmp / "whole.ptwm", "big.safetensors")]:
             dst = self.tmp / cmd
             dst.mkdir()
             (dst / out).write_bytes(b"the previous output")
-            p = subprocess.Popen([TOOL, cmd, "-j1", source, dst], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            try:
-                for _ in range(30000):  # at most 30 s
-                    if any(".tmp." in name for name in os.listdir(dst)) or p.poll() is not None:
-                        break
-                    time.sleep(0.001)
-                p.send_signal(signal.SIGINT)
-                _, err = p.communicate(timeout=60)
-            finally:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-            self.assertEqual(p.returncode, 128 + signal.SIGINT, f"{cmd}: {err}")
+            returncode, err = run_interrupted([TOOL, cmd, "-j1", source, dst],
+                                              lambda: any(".tmp." in name for name in os.listdir(dst)))
+            self.assertEqual(returncode, 128 + signal.SIGINT, f"{cmd}: {err}")
             self.assertIn("interrupted by SIGINT", err)
             self.assertEqual(os.listdir(dst), [out], f"{cmd} left its temporary file")
             self.assertEqual((dst / out).read_bytes(), b"the previous output")

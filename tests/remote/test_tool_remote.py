@@ -5,15 +5,12 @@ the same tree over HTTP, byte-identical to the originals; wrong credentials
 and missing trees give errors that say so."""
 import filecmp
 import hashlib
-import json
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 from pathlib import Path
 
@@ -24,6 +21,7 @@ TOOL = os.environ.get("PTWMFS_TOOL", os.path.join(rt.SOURCE_ROOT, "build", "tool
 CORPUS = Path(rt.SOURCE_ROOT).parent / "shared" / "corpus"
 sys.path.insert(0, os.path.join(rt.SOURCE_ROOT, "tests", "data"))
 import make_model  # noqa: E402
+from interrupted_run import run_interrupted, write_large_bf16  # noqa: E402
 
 
 def sha256(path):
@@ -173,31 +171,16 @@ class ToolOnS3(unittest.TestCase):
         # go up in several parts: the signal comes as the upload starts.
         bigger = Path(self.tmp) / "bigger"
         shutil.copytree(self.src, bigger, symlinks=True)
-        n = 24 << 20
-        raw = os.urandom(2 * n)
-        values = bytearray(raw)
-        values[1::2] = raw[1::2].translate(bytes(0x3A + (b & 3) | (b & 0x80) for b in range(256)))
-        header = json.dumps({"w": {"dtype": "BF16", "shape": [n], "data_offsets": [0, 2 * n]}}).encode()
-        (bigger / "zz-last.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + values)
+        write_large_bf16(bigger / "zz-last.safetensors", 24 << 20)
         temp = Path(self.tmp) / "tmpdir"
         temp.mkdir()
-        env = self.cluster.env(TMPDIR=str(temp))
-        p = subprocess.Popen([TOOL, "pack", bigger, url, "--part-size", "5M", "--parallel", "1"], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            for _ in range(60000):  # at most 60 s
-                if list(temp.glob("ptwmfs-pack-*/tree/zz-last.safetensors.ptwm")) or p.poll() is not None:
-                    break
-                time.sleep(0.001)
-            p.send_signal(signal.SIGINT)
-            _, err = p.communicate(timeout=120)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if p.returncode == 0:
+        returncode, err = run_interrupted(
+            [TOOL, "pack", bigger, url, "--part-size", "5M", "--parallel", "1"],
+            lambda: bool(list(temp.glob("ptwmfs-pack-*/tree/zz-last.safetensors.ptwm"))),
+            env=self.cluster.env(TMPDIR=str(temp)))
+        if returncode == 0:
             self.skipTest("the upload ended before the signal came: nothing interrupted")
-        self.assertEqual(p.returncode, 128 + signal.SIGINT, err)
+        self.assertEqual(returncode, 128 + signal.SIGINT, err)
         self.assertIn("interrupted by SIGINT", err)
         self.assertEqual(list(temp.iterdir()), [], "the packed tree was left in TMPDIR")
         self.assertNotIn(b"<Upload>", self.cluster.get("models?uploads="), "a multipart upload was left open")
