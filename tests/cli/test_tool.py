@@ -20,6 +20,8 @@ from interrupted_run import run_interrupted, write_large_bf16  # noqa: E402
 
 TOOL = os.environ.get("PTWMFS_TOOL", "build/tools/ptwmfs-tool/ptwmfs-tool")
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+import make_hub_cache  # noqa: E402
 
 
 def run(*args, check=True):
@@ -435,6 +437,36 @@ class ToolTest(unittest.TestCase):
         run("unpack", self.tmp / "packed", self.tmp / "back")
         for f in sorted(CORPUS.iterdir()):
             self.assertEqual(sha256(self.tmp / "back" / f.name), sha256(f), f.name)
+
+    def test_manifest_lists_every_entry_at_its_own_path(self):
+        # Links whose targets exist once packed (the config blob is copied
+        # under its own name) were listed at their resolved target's path.
+        hub = self.tmp / "hub"
+        links = make_hub_cache.make_hub_cache(str(hub))
+        packed = self.tmp / "packed"
+        run("pack", "-q", "--manifest", hub, packed)
+        entries = json.loads((packed / "ptwmfs-manifest.json").read_text())["entries"]
+        paths = [e["path"] for e in entries]
+        self.assertEqual(len(paths), len(set(paths)), "a path is listed twice")
+        for i, path in enumerate(paths):
+            if "/" in path:
+                self.assertIn(path.rsplit("/", 1)[0], paths[:i], f"{path} comes before its directory")
+        on_disk = {}
+        for dirpath, dirnames, filenames in os.walk(packed):  # links are not followed
+            for name in dirnames + filenames:
+                p = Path(dirpath) / name
+                rel = str(p.relative_to(packed))
+                if p.is_symlink():
+                    on_disk[rel] = ("link", os.readlink(p))
+                elif p.is_dir():
+                    on_disk[rel] = ("dir",)
+                elif rel != "ptwmfs-manifest.json":
+                    on_disk[rel] = ("store" if name.endswith(".ptwm") else "file", p.stat().st_size)
+        listed = {e["path"]: ("link", e["target"]) if e["kind"] == "link" else
+                  ("dir",) if e["kind"] == "dir" else (e["kind"], e["size"]) for e in entries}
+        self.assertEqual(listed, on_disk)
+        for path, target in links.items():
+            self.assertEqual(listed[path], ("link", target), path)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import remote_testlib as rt  # noqa: E402
 TOOL = os.environ.get("PTWMFS_TOOL", os.path.join(rt.SOURCE_ROOT, "build", "tools", "ptwmfs-tool", "ptwmfs-tool"))
 CORPUS = Path(rt.SOURCE_ROOT).parent / "shared" / "corpus"
 sys.path.insert(0, os.path.join(rt.SOURCE_ROOT, "tests", "data"))
+import make_hub_cache  # noqa: E402
 import make_model  # noqa: E402
 from interrupted_run import run_interrupted, write_large_bf16  # noqa: E402
 
@@ -248,6 +249,38 @@ class ToolOnHttp(unittest.TestCase):
             p = subprocess.run([TOOL, *map(str, args)], capture_output=True, text=True)
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertIn("ftp:// is not a scheme ptwmfs reads", p.stderr)
+
+    def test_hub_cache_round_trips_through_nginx(self):
+        # A link whose target exists in the packed tree (the copied config
+        # blob) must come back as that link, and its target as a file.
+        hub = self.tmp / "hub"
+        make_hub_cache.make_hub_cache(str(hub))
+        packed = self.tmp / "packed"
+        subprocess.run([TOOL, "pack", "-q", "--manifest", hub, packed], check=True, capture_output=True)
+        with rt.Nginx(packed) as web:
+            out = self.tmp / "out"
+            p = subprocess.run([TOOL, "unpack", web.url, out], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertTrue(same_tree(hub, out), "unpacked hub cache differs from the original")
+            config = out / make_hub_cache.REPO / "snapshots" / make_hub_cache.REVISION / "config.json"
+            self.assertEqual(config.read_text(), '{"hidden_size": 64}\n')
+            p = subprocess.run([TOOL, "verify", web.url, "--against", hub], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            # A right manifest lets verify see a link retargeted or missing in
+            # the original...
+            link = hub / make_hub_cache.REPO / "snapshots" / make_hub_cache.REVISION / "config.json"
+            link.unlink()
+            p = subprocess.run([TOOL, "verify", web.url, "--against", hub], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            os.symlink("../../refs/main", link)
+            p = subprocess.run([TOOL, "verify", web.url, "--against", hub], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            link.unlink()
+            os.symlink("../../blobs/" + make_hub_cache.CONFIG_BLOB, link)
+            # ... and the loss of the config blob, listed as a file.
+            (hub / make_hub_cache.REPO / "blobs" / make_hub_cache.CONFIG_BLOB).unlink()
+            p = subprocess.run([TOOL, "verify", web.url, "--against", hub], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ struct Manifest {
     // such as "../x" or "/x", an unknown kind).
     static Manifest parse(std::span<const uint8_t> bytes, const std::string& what);
     // The manifest of a packed store directory on disk (stores are opened to
-    // read their original size).
+    // read their original size). Each entry's path is its own below `root`;
+    // links are listed as they are, never followed.
     static Manifest of_directory(const std::filesystem::path& root);
 };
 
