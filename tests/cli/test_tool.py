@@ -468,6 +468,36 @@ class ToolTest(unittest.TestCase):
         for path, target in links.items():
             self.assertEqual(listed[path], ("link", target), path)
 
+    def test_manifest_refuses_a_name_that_is_not_utf8_before_writing(self):
+        src = self.tmp / "d"
+        src.mkdir()
+        (src / "ok.json").write_text("{}")
+        (src / os.fsdecode(b"c\xfe.json")).write_text("{}")
+        p = run("pack", "-q", "--manifest", src, self.tmp / "p", check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f"{src}/c\\xfe.json: the name is not valid UTF-8", p.stderr)
+        self.assertIn("manifest (JSON)", p.stderr)
+        self.assertFalse((self.tmp / "p").exists(), "pack wrote before refusing")
+        run("pack", "-q", src, self.tmp / "plain")  # without a manifest the name is fine
+        self.assertTrue((self.tmp / "plain" / os.fsdecode(b"c\xfe.json")).is_file())
+
+        links = self.tmp / "links"
+        links.mkdir()
+        os.symlink(os.fsdecode(b"t\xff"), links / "l")
+        p = run("pack", "-q", "--manifest", links, self.tmp / "q", check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f"{links}/l: link target 't\\xff' is not valid UTF-8", p.stderr)
+        self.assertFalse((self.tmp / "q").exists())
+
+    def test_inspect_json_shows_a_name_that_is_not_utf8(self):
+        store = self.tmp / os.fsdecode(b"bad\xff.ptwm")
+        run("pack", "-q", self.model_dir() / "model.safetensors", store)
+        p = subprocess.run([TOOL, "inspect", "--json", store], capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout.decode("utf-8"))
+        self.assertEqual(doc["file"], f"{self.tmp}/bad\ufffd.ptwm", "each bad byte shows as U+FFFD")
+        self.assertEqual([t["name"] for t in doc["tensors"]], ["a", "b"])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

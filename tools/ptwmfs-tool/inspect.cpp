@@ -128,7 +128,9 @@ int inspect_main(Args& args) {
     }
 
     if (as_json) {
-        std::printf("%s\n", doc.dump(2).c_str());
+        // A display: a file or tensor name that is not UTF-8 (JSON holds
+        // UTF-8 only) is shown with U+FFFD for each bad byte, not refused.
+        std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return kOk;
     }
     std::printf("%-40s %-8s %-16s %5s %-12s %12s %12s %7s %7s\n", "tensor", "dtype", "decomposition", "plane", "codecs",

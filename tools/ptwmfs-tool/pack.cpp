@@ -111,6 +111,8 @@ int pack_main(Args& args) {
     const auto pos = args.positionals(2, 2);
     const fs::path src = pos[0];
     fs::path dst = pos[1];
+    // A manifest is JSON: a name it cannot hold fails before anything is written.
+    if (is_url(pos[1]) ? !url_names_store(pos[1]) : write_manifest) remote::require_manifest_names(src);
     std::optional<RemoteUpload> upload;
     if (is_url(pos[1])) {
         upload.emplace(pos[1], remote, parallel, part_bytes, quiet);

@@ -34,10 +34,16 @@ struct Manifest {
     static Manifest parse(std::span<const uint8_t> bytes, const std::string& what);
     // The manifest of a packed store directory on disk (stores are opened to
     // read their original size). Each entry's path is its own below `root`;
-    // links are listed as they are, never followed.
+    // links are listed as they are, never followed. Throws Error naming the
+    // file whose name or link target is not UTF-8, which JSON cannot hold.
     static Manifest of_directory(const std::filesystem::path& root);
 };
 
 const char* kind_name(ManifestEntry::Kind kind);
+
+// Throws Error naming the first path below `src` (or `src` itself, a file)
+// whose name or link target a manifest cannot hold, as of_directory would
+// after packing: pack checks its source with it before writing anything.
+void require_manifest_names(const std::filesystem::path& src);
 
 }  // namespace ptwm::remote

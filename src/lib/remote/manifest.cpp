@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ptwm/base/error.hpp"
+#include "ptwm/base/utf8.hpp"
 #include "ptwm/store/store_reader.hpp"
 
 namespace ptwm::remote {
@@ -31,6 +32,37 @@ bool safe_relative(const std::string& p) {
 bool is_store(const fs::path& p) {
     const std::string s = p.filename().string();
     return s.size() > 5 && s.compare(s.size() - 5, 5, ".ptwm") == 0;
+}
+
+// Every path below root/dir, relative to root, built from the names the
+// directories hold. Nothing is resolved or followed: a link's path is its
+// own wherever it points (fs::relative would resolve it to its target's),
+// and a link to a directory is listed, not entered.
+void list_below(const fs::path& root, const fs::path& dir, std::vector<fs::path>& out) {
+    for (const auto& entry : fs::directory_iterator(root / dir)) {
+        const fs::path rel = dir / entry.path().filename();
+        out.push_back(rel);
+        if (entry.symlink_status().type() == fs::file_type::directory) list_below(root, rel, out);
+    }
+}
+
+std::vector<fs::path> relative_paths(const fs::path& root) {
+    std::vector<fs::path> paths;
+    list_below(root, {}, paths);
+    std::sort(paths.begin(), paths.end());  // parents sort before their children
+    return paths;
+}
+
+// The manifest is JSON, which holds UTF-8 text only, while a file name or a
+// link target is any bytes: say which file, before a JSON writer fails
+// with a message that names none.
+void require_utf8(const fs::path& root, const std::string& rel, const std::string& link_target) {
+    if (!is_utf8(rel))
+        throw Error(printable((root / rel).string()) +
+                    ": the name is not valid UTF-8, and a ptwmfs manifest (JSON) holds UTF-8 names only; rename it");
+    if (!is_utf8(link_target))
+        throw Error(printable((root / rel).string()) + ": link target '" + printable(link_target) +
+                    "' is not valid UTF-8, and a ptwmfs manifest (JSON) holds UTF-8 text only");
 }
 
 }  // namespace
@@ -108,18 +140,13 @@ Manifest Manifest::parse(std::span<const uint8_t> bytes, const std::string& what
 
 Manifest Manifest::of_directory(const fs::path& root) {
     Manifest m;
-    std::vector<fs::path> paths;
-    for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it)
-        paths.push_back(it->path());
-    std::sort(paths.begin(), paths.end());  // parents sort before their children
-    for (const auto& p : paths) {
+    for (const auto& rel : relative_paths(root)) {
+        const fs::path p = root / rel;
         ManifestEntry e;
-        // Lexically: fs::relative() resolves a link and would list it under
-        // its target's path (a Hugging Face snapshot link as the blob).
-        e.path = p.lexically_relative(root).generic_string();
+        e.path = rel.generic_string();
         if (e.path == kManifestName) continue;  // a manifest written before does not list itself
         struct stat st{};
-        if (::lstat(p.c_str(), &st) != 0) throw Error(p.string() + ": cannot stat");
+        if (::lstat(p.c_str(), &st) != 0) throw Error(printable(p.string()) + ": cannot stat");
         e.mode = st.st_mode & 07777;
         if (S_ISLNK(st.st_mode)) {
             e.kind = Kind::kLink;
@@ -135,9 +162,21 @@ Manifest Manifest::of_directory(const fs::path& root) {
         } else {
             continue;  // sockets, devices: pack never makes them
         }
+        require_utf8(root, e.path, e.target);
         m.entries.push_back(std::move(e));
     }
     return m;
+}
+
+void require_manifest_names(const fs::path& src) {
+    if (!fs::is_directory(src)) {
+        require_utf8(src.parent_path(), src.filename().string(), "");
+        return;
+    }
+    for (const auto& rel : relative_paths(src)) {
+        const fs::path p = src / rel;
+        require_utf8(src, rel.generic_string(), fs::is_symlink(p) ? fs::read_symlink(p).string() : "");
+    }
 }
 
 }  // namespace ptwm::remote
