@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(rt.SOURCE_ROOT, "tests", "data"))
 import make_hub_cache  # noqa: E402
 import make_model  # noqa: E402
 from interrupted_run import run_interrupted, write_large_bf16  # noqa: E402
+from verify_result import assert_one_failure  # noqa: E402
 
 
 def sha256(path):
@@ -67,10 +68,7 @@ def check_verify_compares_links(test, url, src, workdir, env=None):
     packed_link = url.rstrip("/") + "/lora-link.safetensors"
 
     def fails_with(message):
-        p = subprocess.run([TOOL, "verify", url, "--against", other], capture_output=True, text=True, env=env)
-        test.assertEqual(p.returncode, 1, p.stdout + p.stderr)
-        test.assertIn("FAILED " + message, p.stdout)
-        test.assertEqual(p.stdout.count("FAILED"), 1, p.stdout)
+        assert_one_failure(test, TOOL, url, other, message, env)
 
     os.remove(link)
     os.symlink("adapters/other.safetensors", link)
