@@ -45,6 +45,12 @@ def safetensors(tensors, metadata=None):
     return struct.pack("<Q", len(text)) + text + b"".join(t[3] for t in tensors)
 
 
+def current_umask():
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -296,10 +302,24 @@ class ToolTest(unittest.TestCase):
         p = run("pack", src, self.tmp / "p1", check=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn("broken.safetensors", p.stderr)
-        self.assertFalse((self.tmp / "p1" / "broken.safetensors.ptwm").exists())
+        # A new DST appears whole or not at all: no half-packed tree, no
+        # staging directory beside it.
+        self.assertFalse((self.tmp / "p1").exists(), "a failed pack left a partial tree")
+        self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith(".")], [])
         p = run("pack", "--on-bad", "copy", src, self.tmp / "p2")
         self.assertIn("warning", p.stderr)
         self.assertEqual(sha256(self.tmp / "p2" / "broken.safetensors"), sha256(src / "broken.safetensors"))
+        # The same for unpack: a damaged store fails it, and nothing is left.
+        store = next((self.tmp / "p2").glob("*.ptwm"))
+        os.chmod(store, 0o644)
+        data = bytearray(store.read_bytes())
+        data[len(data) // 2] ^= 0x55
+        store.write_bytes(bytes(data))
+        p = run("unpack", self.tmp / "p2", self.tmp / "u1", check=False)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertFalse((self.tmp / "u1").exists(), "a failed unpack left a partial tree")
+        self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith(".")], [])
+        self.assertEqual(stat.S_IMODE(os.stat(self.tmp / "p2").st_mode), 0o777 & ~current_umask())
 
     def test_usage_errors_exit_2_and_help_exits_0(self):
         self.assertEqual(run("pack", check=False).returncode, 2)

@@ -27,7 +27,8 @@ constexpr const char* kHelp =
     "becomes the store DST (or DST/NAME.ptwm when DST is a directory). A directory\n"
     "is mirrored into DST: every safetensors file (found by content, not by name)\n"
     "becomes NAME.ptwm, every other file is copied unchanged, symlinks stay links.\n"
-    "Every output is written to a temporary file and renamed into place.\n"
+    "Every output is written to a temporary file and renamed into place; a new\n"
+    "directory DST appears whole or not at all.\n"
     "\n"
     "options:\n"
     "  -j, --threads N     encoder threads, 1-1024 (default or 0: all cores; one more reads and writes)\n"
@@ -138,10 +139,14 @@ int pack_main(Args& args) {
     };
 
     std::error_code ec;
+    // A new directory DST appears whole or not at all (an upload's is
+    // already a temporary one).
+    std::optional<StagedDirectory> staged;
     if (fs::is_directory(src)) {
         if (fs::exists(dst, ec) && !fs::is_directory(dst)) throw Error(dst.string() + ": exists and is not a directory");
         require_outside(src, dst);
         refuse_store_names(src);
+        if (!upload) dst = staged.emplace(dst).path();
         mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {
             if (looks_like_safetensors(in) || has_suffix(in.string(), ".safetensors")) {
                 // Only a header that does not parse is a bad file --on-bad
@@ -176,6 +181,7 @@ int pack_main(Args& args) {
         out.write_at(0, {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
         out.commit();
     }
+    if (staged) staged->commit();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!quiet && totals.files_packed + totals.files_copied > 1)
         std::printf("packed %llu safetensors file(s): %s -> %s, ratio %.4f; copied %llu other file(s); %.2f s, %.0f MB/s\n",

@@ -1,5 +1,6 @@
 #include "tree.hpp"
 
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -26,6 +27,34 @@ void copy_file_atomic(const fs::path& src, const fs::path& dst) {
         at += n;
     }
     out.commit();
+}
+
+StagedDirectory::StagedDirectory(fs::path dst) : dst_(std::move(dst)) {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(dst_, ec))) return;  // written in place
+    const fs::path parent = dst_.has_parent_path() ? dst_.parent_path() : fs::path(".");
+    fs::create_directories(parent, ec);
+    if (ec) throw Error(parent.string() + ": cannot create directory: " + ec.message());
+    std::string leaf = ".";  // (appended, not one + chain: GCC 12 warns a false -Wrestrict on that)
+    leaf += dst_.filename().string();
+    leaf += ".tmp.XXXXXX";
+    std::string name = (parent / leaf).string();
+    if (::mkdtemp(name.data()) == nullptr) throw_errno(dst_, "cannot create a temporary directory beside");
+    staging_ = name;
+}
+
+StagedDirectory::~StagedDirectory() {
+    if (staging_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(staging_, ec);
+}
+
+void StagedDirectory::commit() {
+    if (staging_.empty()) return;
+    // mkdtemp made it 0700: the tree's root gets a new directory's mode.
+    ::chmod(staging_.c_str(), 0777 & ~process_umask());
+    if (::rename(staging_.c_str(), dst_.c_str()) != 0) throw_errno(dst_, "cannot rename the finished tree into place");
+    staging_.clear();
 }
 
 void require_outside(const fs::path& src, const fs::path& dst) {

@@ -17,6 +17,27 @@ using FileAction = std::function<void(const fs::path& src, const fs::path& dst)>
 
 void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file);
 
+// A directory output that appears whole or not at all. When `dst` does not
+// exist yet, the tree is written into a hidden sibling (.NAME.tmp.XXXXXX)
+// that commit() renames to `dst`; destroyed uncommitted (an error, an
+// interrupt), it removes the sibling. Into an existing `dst` the tree is
+// written in place, file by file, each atomically (a rename cannot replace
+// a directory that holds files).
+class StagedDirectory {
+public:
+    explicit StagedDirectory(fs::path dst);
+    ~StagedDirectory();
+    StagedDirectory(const StagedDirectory&) = delete;
+    StagedDirectory& operator=(const StagedDirectory&) = delete;
+
+    // Where the tree is written.
+    const fs::path& path() const { return staging_.empty() ? dst_ : staging_; }
+    void commit();
+
+private:
+    fs::path dst_, staging_;
+};
+
 // Throws Error when `dst` is `src` or lies inside it: mirroring would walk
 // into its own output (and pack or unpack it again, down to PATH_MAX).
 void require_outside(const fs::path& src, const fs::path& dst);

@@ -107,12 +107,14 @@ int unpack_main(Args& args) {
 
     if (fs::is_directory(src)) {
         require_outside(src, dst);
-        mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {
+        StagedDirectory staged(dst);  // a new DST appears whole or not at all
+        mirror_tree(src, staged.path(), [&](const fs::path& in, const fs::path& out) {
             // pack --manifest's own file describes the packed tree, not the original.
             if (in == src / remote::kManifestName) return;
             if (is_store_name(in)) unpack_one(in, original_name(out));
             else copy_file_atomic(in, out);
         });
+        staged.commit();
     } else {
         if (fs::is_directory(dst)) dst /= original_name(src.filename());
         require_other_file(src, dst);

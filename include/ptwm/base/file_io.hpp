@@ -46,6 +46,10 @@ private:
     std::string path_;
 };
 
+// The process's umask, read from /proc once (umask(2) reads it only by
+// setting it, which would race with threads creating files).
+unsigned process_umask();
+
 // Written as a hidden temporary beside `path`; commit() syncs and renames it
 // into place. Destroyed uncommitted (an error on the way), it removes the
 // temporary: a failed write never leaves a partial file under `path`.

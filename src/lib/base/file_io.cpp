@@ -64,22 +64,24 @@ void File::read_exact(uint64_t offset, std::span<uint8_t> out) const {
 namespace {
 constexpr uint64_t kWritebackBytes = 1u << 20;
 
-// The process's umask, from /proc (umask(2) can only read it by setting it,
-// which would race with other threads creating files).
-mode_t process_umask() {
-    static const mode_t mask = [] {
-        mode_t m = 022;
+}  // namespace
+
+unsigned process_umask() {
+    static const unsigned mask = [] {
+        unsigned m = 022;
         if (FILE* f = std::fopen("/proc/self/status", "r")) {
             char line[256];
             unsigned v = 0;
             while (std::fgets(line, sizeof line, f) != nullptr)
-                if (std::sscanf(line, "Umask: %o", &v) == 1) m = static_cast<mode_t>(v);
+                if (std::sscanf(line, "Umask: %o", &v) == 1) m = v;
             std::fclose(f);
         }
         return m;
     }();
     return mask;
 }
+
+namespace {
 
 // Where an output of `path` goes: through a symlink to its target (a
 // link into a hub cache's blobs keeps being one), and never over what is not
