@@ -242,6 +242,24 @@ class ToolOnHttp(unittest.TestCase):
                                    env={**env, variable: web.certificate})
                 self.assertEqual(p.returncode, 0, f"{variable}: {p.stdout}{p.stderr}")
 
+    def test_a_server_without_range_requests_is_named(self):
+        # Python's http.server answers a range GET with the whole file (200).
+        src = model_tree(self.tmp)
+        packed = self.tmp / "packed"
+        subprocess.run([TOOL, "pack", "--manifest", src, packed], check=True, capture_output=True)
+        port = rt.free_port()
+        server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                                   "--directory", str(packed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}/"
+            rt.wait_until("http.server", lambda: rt.http_get(url + "ptwmfs-manifest.json") is not None, 30)
+            p = subprocess.run([TOOL, "verify", url], capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertIn("the server ignored the byte range", p.stdout + p.stderr)
+        finally:
+            server.terminate()
+            server.wait(30)
+
     def test_unsupported_scheme_is_named(self):
         for args in (["unpack", "ftp://127.0.0.1/tree/", self.tmp / "out"], ["pack", self.tmp, "ftp://127.0.0.1/x"]):
             p = subprocess.run([TOOL, *map(str, args)], capture_output=True, text=True)

@@ -193,7 +193,12 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
     stats_->bytes_fetched.fetch_add(static_cast<uint64_t>(down), std::memory_order_relaxed);
     stats_->bytes_sent.fetch_add(static_cast<uint64_t>(up), std::memory_order_relaxed);
     if (t.overflow) {
-        transport_error = "the server sent more bytes than asked for";
+        long status = 0;
+        c.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        transport_error = req.range && status == 200
+                              ? "the server ignored the byte range and sent the whole object (HTTP 200, not 206 Partial "
+                                "Content): ptwmfs reads stores by range requests, which this server does not serve"
+                              : "the server sent more bytes than asked for";
         retryable = false;
         return;
     }
