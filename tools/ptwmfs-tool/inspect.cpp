@@ -54,7 +54,8 @@ int inspect_main(Args& args) {
         }
     struct Totals {
         size_t tensors = 0;
-        double original = 0, stored = 0, bound = 0;
+        uint64_t original = 0, stored = 0;  // bytes, counted as the top level counts them
+        double bound = 0;
     };
     Totals role_totals[3];
 
@@ -77,8 +78,8 @@ int inspect_main(Args& args) {
         if (roles[t] != Role::other) j["role"] = roles[t] == Role::fp4_blocks ? "fp4-blocks" : "block-scales";
         Totals& rt = role_totals[static_cast<int>(roles[t])];
         ++rt.tensors;
-        rt.original += static_cast<double>(s.original_bytes);
-        rt.stored += static_cast<double>(s.stored_bytes);
+        rt.original += s.original_bytes;
+        rt.stored += s.stored_bytes;
         auto& jp = j["planes"] = nlohmann::json::array();
         for (size_t p = 0; p < s.planes.size(); ++p) {
             const PlaneStats& ps = s.planes[p];
@@ -106,9 +107,9 @@ int inspect_main(Args& args) {
         doc[key] = {{"tensors", rt.tensors},
                     {"original_bytes", rt.original},
                     {"stored_bytes", rt.stored},
-                    {"ratio", ratio(rt.stored, rt.original)},
+                    {"ratio", ratio(static_cast<double>(rt.stored), static_cast<double>(rt.original))},
                     {"order0_bound_bytes", rt.bound},
-                    {"order0_bound_ratio", ratio(rt.bound, rt.original)}};
+                    {"order0_bound_ratio", ratio(rt.bound, static_cast<double>(rt.original))}};
     }
     if (list_chunks) {
         auto& jc = doc["chunks"] = nlohmann::json::array();
@@ -147,17 +148,22 @@ int inspect_main(Args& args) {
                         p["ratio"].get<double>(), p["order0_bound_ratio"].get<double>());
             first = false;
         }
+        if (first)  // an empty tensor: no planes, but a row, as --json lists it
+            std::printf("%-40.40s %-8s %-16s %5s %-12s %12d %12d %7s %7s\n", t["name"].get<std::string>().c_str(),
+                        t["dtype"].get<std::string>().c_str(), t["decomposition"].get<std::string>().c_str(), "-", "-", 0,
+                        0, "-", "-");
     }
     std::printf("\n%s: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f (header %llu bytes)\n", path.c_str(),
                 static_cast<unsigned long long>(store->original_size()), static_cast<unsigned long long>(store->stored_size()),
                 doc["ratio"].get<double>(), doc["order0_bound_ratio"].get<double>(),
                 static_cast<unsigned long long>(store->prefix().size()));
-    for (const char* key : {"fp4_blocks", "block_scales"})
+    for (const auto& [key, label] : {std::pair{"fp4_blocks", "fp4 blocks"}, std::pair{"block_scales", "block scales"}})
         if (doc.contains(key)) {
             const auto& r = doc[key];
-            std::printf("  %-13s %4zu tensors: %.0f -> %.0f bytes, ratio %.4f; order-0 per-plane bound %.4f\n",
-                        std::string(key).replace(std::string(key).find('_'), 1, " ").c_str(), r["tensors"].get<size_t>(),
-                        r["original_bytes"].get<double>(), r["stored_bytes"].get<double>(), r["ratio"].get<double>(),
+            std::printf("  %-13s %4zu tensors: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f\n",
+                        label, r["tensors"].get<size_t>(),
+                        r["original_bytes"].get<unsigned long long>(), r["stored_bytes"].get<unsigned long long>(),
+                        r["ratio"].get<double>(),
                         r["order0_bound_ratio"].get<double>());
         }
     if (list_chunks)
