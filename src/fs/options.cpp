@@ -21,8 +21,8 @@
 namespace ptwmfs {
 namespace {
 
-// -o workers= not given (-1 is a value to refuse).
-constexpr int kNoWorkersOption = INT_MIN;
+// A number option not given (-1 is a value to refuse).
+constexpr int kNotGiven = INT_MIN;
 
 // What fuse_opt_parse fills; converted into Options afterwards.
 struct RawOptions {
@@ -31,7 +31,7 @@ struct RawOptions {
     char* readahead = nullptr;
     char* page_cache = nullptr;
     char* kernel_readahead = nullptr;
-    int workers = kNoWorkersOption;
+    int workers = kNotGiven;
     int ready_fd = -1;
     int stats = 0;
     char* store_dir = nullptr;
@@ -40,9 +40,9 @@ struct RawOptions {
     char* s3_endpoint = nullptr;
     char* region = nullptr;
     char* profile = nullptr;
-    int remote_timeout = -1;
+    int remote_timeout = kNotGiven;
     char* fetch_ahead = nullptr;
-    int fetch_connections = -1;
+    int fetch_connections = kNotGiven;
 };
 
 #define PTWMFS_OPT(templ, member, value) {templ, offsetof(RawOptions, member), value}
@@ -189,17 +189,17 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         if (s3_endpoint) options.s3_endpoint = s3_endpoint.get();
         if (region) options.region = region.get();
         if (profile) options.profile = profile.get();
-        if (raw.remote_timeout != -1 && raw.remote_timeout <= 0) {
+        if (raw.remote_timeout != kNotGiven && raw.remote_timeout <= 0) {
             fprintf(stderr, "ptwmfs: remote_timeout must be 1 second or more\n");
             return ParseOutcome::exit_failure;
         }
-        if (raw.remote_timeout > 0) options.remote_timeout = raw.remote_timeout;
+        if (raw.remote_timeout != kNotGiven) options.remote_timeout = raw.remote_timeout;
         if (!size_option(fetch_ahead.get(), "fetch_ahead", options.fetch_ahead)) return ParseOutcome::exit_failure;
-        if (raw.fetch_connections != -1 && raw.fetch_connections <= 0) {
+        if (raw.fetch_connections != kNotGiven && raw.fetch_connections <= 0) {
             fprintf(stderr, "ptwmfs: fetch_connections must be 1 or more (fetch_ahead=0 turns fetch-ahead off)\n");
             return ParseOutcome::exit_failure;
         }
-        if (raw.fetch_connections > 0) options.fetch_connections = static_cast<unsigned>(raw.fetch_connections);
+        if (raw.fetch_connections != kNotGiven) options.fetch_connections = static_cast<unsigned>(raw.fetch_connections);
     } else {
         // Absolute: the daemon changes directory to / when it detaches.
         std::unique_ptr<char, decltype(&free)> resolved(realpath(store_dir.get(), nullptr), &free);
@@ -235,11 +235,11 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         }
         options.page_cache = *policy;
     }
-    if (raw.workers != kNoWorkersOption && (raw.workers < 0 || raw.workers > static_cast<int>(ptwm::kMaxThreads))) {
+    if (raw.workers != kNotGiven && (raw.workers < 0 || raw.workers > static_cast<int>(ptwm::kMaxThreads))) {
         fprintf(stderr, "ptwmfs: workers takes 0 to %u, not %d\n", ptwm::kMaxThreads, raw.workers);
         return ParseOutcome::exit_failure;
     }
-    options.workers = raw.workers != kNoWorkersOption ? static_cast<unsigned>(raw.workers) : ptwm::default_threads();
+    options.workers = raw.workers != kNotGiven ? static_cast<unsigned>(raw.workers) : ptwm::default_threads();
     options.ready_fd = raw.ready_fd;
     options.print_stats = raw.stats != 0;
 

@@ -403,6 +403,21 @@ class ToolTest(unittest.TestCase):
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertIn(f"{src}: not a regular file or directory", p.stderr)
 
+    def test_new_directories_given_with_a_trailing_slash(self):
+        src = self.model_dir()
+        run("pack", src, str(self.tmp / "out1") + "/")
+        run("unpack", str(self.tmp / "out1") + "/", str(self.tmp / "deeper" / "un1") + "/")
+        self.assertEqual(sha256(self.tmp / "deeper" / "un1" / "model.safetensors"), sha256(src / "model.safetensors"))
+        self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith(".")], [])
+
+    def test_a_dangling_symlink_output_creates_its_target(self):
+        # A hub cache's snapshot link whose blob is not there yet.
+        (self.tmp / "blobs").mkdir()
+        (self.tmp / "link.ptwm").symlink_to("blobs/abc")
+        run("pack", self.small_model(), self.tmp / "link.ptwm")
+        self.assertTrue((self.tmp / "link.ptwm").is_symlink())
+        run("verify", self.tmp / "blobs" / "abc")
+
     def test_an_output_that_is_its_own_input_is_refused(self):
         src = self.small_model()
         before = src.read_bytes()

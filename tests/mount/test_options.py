@@ -32,6 +32,16 @@ class RefusedOptions(unittest.TestCase):
         for workers in ["-1", "5000"]:
             self.assert_refused(self.mountpoint, "workers=" + workers, f"workers takes 0 to 1024, not {workers}")
 
+    def test_remote_counts_out_of_range(self):
+        # (Refused while parsing, before any request: no server needed.)
+        for option, message in [("remote_timeout=-1", "remote_timeout must be 1 second or more"),
+                                ("fetch_connections=-1", "fetch_connections must be 1 or more")]:
+            args = [executable("PTWMFS"), "s3://bucket/prefix", self.mountpoint, "-o", option]
+            result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(result.returncode, 0, option)
+            self.assertIn(message, result.stderr)
+            self.assertFalse(os.path.ismount(self.mountpoint))
+
     def test_kernel_readahead_below_a_page(self):
         # The kernel takes whole KiB: 3K would have turned read-ahead off.
         self.assert_refused(self.mountpoint, "kernel_readahead=3K",

@@ -130,6 +130,31 @@ TEST(Manifest, RoundTripsAndRejectsUnsafePaths) {
     EXPECT_THROW(Manifest::parse({reinterpret_cast<const uint8_t*>(not_ours.data()), not_ours.size()}, "m"), ptwm::Error);
 }
 
+TEST(Manifest, RejectsAPathListedTwiceOrBelowALink) {
+    // A link to somewhere outside, then a file of the same path or below
+    // it: unpack would write through the link.
+    const auto parse = [](const std::string& entries) {
+        const std::string doc = R"({"format":"ptwmfs-manifest","version":1,"entries":[)" + entries + "]}";
+        return Manifest::parse({reinterpret_cast<const uint8_t*>(doc.data()), doc.size()}, "m");
+    };
+    const std::string link = R"({"path":"w","kind":"link","target":"/tmp/elsewhere"})";
+    try {
+        parse(link + R"(,{"path":"w","kind":"file","mode":420,"size":1})");
+        ADD_FAILURE() << "a path listed twice was taken";
+    } catch (const ptwm::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'w' is listed twice"), std::string::npos) << e.what();
+    }
+    try {
+        parse(link + R"(,{"path":"w/x","kind":"file","mode":420,"size":1})");
+        ADD_FAILURE() << "a file below a link was taken";
+    } catch (const ptwm::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'w/x' lies below 'w'"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(parse(R"({"path":"d","kind":"dir","mode":493},{"path":"d/x","kind":"file","mode":420,"size":1})")
+                  .entries.size(),
+              2u);
+}
+
 TEST(DiskCache, ServesWhatWasPutAndNeverADamagedEntry) {
     TempDir dir;
     auto stats = std::make_shared<RemoteStats>();

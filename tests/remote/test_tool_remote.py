@@ -189,6 +189,15 @@ class ToolOnS3(unittest.TestCase):
         if p.returncode != 0:
             self.assertIn("no packed tree here", p.stderr)
 
+    def test_missing_bucket_fails_before_the_pack(self):
+        temp = Path(self.tmp) / "tmp-nobucket"
+        temp.mkdir()
+        p = self.tool("pack", self.src, "s3://nobucket/tree", env=self.cluster.env(TMPDIR=str(temp)), check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("there is no bucket 'nobucket'", p.stderr)
+        self.assertNotIn("packed", p.stdout, "the bucket should be found missing before packing")
+        self.assertEqual(list(temp.iterdir()), [])
+
     def test_no_tree_at_prefix(self):
         p = self.tool("unpack", "s3://models/nothing/here", Path(self.tmp) / "none", check=False)
         self.assertEqual(p.returncode, 1)

@@ -23,7 +23,18 @@ RemoteUpload::RemoteUpload(const std::string& url, const RemoteOptions& options,
     if (url.rfind("s3://", 0) != 0) throw Error(url + ": pack uploads to s3:// URLs only");
     single_store_ = url_names_store(url);
     store_ = std::make_shared<remote::ObjectStore>(*remote::parse_remote_url(url_), options.s3, options.retry);
-    store_->exists(store_->object(single_store_ ? "" : remote::kManifestName));
+    target_there_ = store_->exists(store_->object(single_store_ ? "" : remote::kManifestName));
+    if (!target_there_) {
+        // HEAD answers without a body: a missing key and a missing bucket
+        // are both a bare 404, so the bucket is asked about on its own. (A
+        // 403 there is credentials without s3:ListBucket, which pack does
+        // not need: not an error.)
+        remote::RemoteUrl bucket = store_->root();
+        bucket.path.clear();
+        bucket.text = "s3://" + bucket.bucket;
+        if (store_->client().send(store_->request("HEAD", bucket)).status == 404)
+            throw Error(url + ": there is no bucket '" + bucket.bucket + "'");
+    }
     const char* tmpdir = std::getenv("TMPDIR");
     std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/ptwmfs-pack-XXXXXX";
     if (!::mkdtemp(pattern.data())) throw Error(pattern + ": cannot make a temporary directory");
@@ -73,7 +84,7 @@ void RemoteUpload::send() {
         progress.update("upload to " + url_, done, total);
     };
     const auto start = std::chrono::steady_clock::now();
-    if (!single_store_) store.remove(store.object(remote::kManifestName));
+    if (!single_store_ && target_there_) store.remove(store.object(remote::kManifestName));
     // Files in parallel, and a large file's parts in parallel within it.
     parallel_for(objects.size(), parallel_, [&](size_t i) {
         const ManifestEntry& e = *objects[i];

@@ -13,8 +13,9 @@ namespace ptwm::tool {
 
 class RemoteUpload {
 public:
-    // Asks the server about the target first (a HEAD), so that wrong
-    // credentials or a missing bucket fail before the pack, not after it.
+    // Asks the server about the target first (a HEAD; the bucket's too when
+    // the target is not there), so that wrong credentials or a missing
+    // bucket fail before the pack, not after it.
     RemoteUpload(const std::string& url, const RemoteOptions& options, unsigned parallel, uint64_t part_bytes, bool quiet);
     ~RemoteUpload();  // removes the temporary tree
     RemoteUpload(const RemoteUpload&) = delete;
@@ -35,6 +36,7 @@ private:
     uint64_t part_bytes_;
     bool quiet_;
     bool single_store_ = false;
+    bool target_there_ = false;  // the manifest of a tree (deleted first), or the one store
     std::filesystem::path temp_, tree_;
 };
 

@@ -29,9 +29,13 @@ void copy_file_atomic(const fs::path& src, const fs::path& dst) {
     out.commit();
 }
 
-StagedDirectory::StagedDirectory(fs::path dst) : dst_(std::move(dst)) {
+StagedDirectory::StagedDirectory(fs::path dst) : dst_(dst.lexically_normal()) {
+    if (!dst_.has_filename()) dst_ = dst_.parent_path();  // "out/": its last element is empty
     std::error_code ec;
-    if (fs::exists(fs::symlink_status(dst_, ec))) return;  // written in place
+    if (dst_.empty() || dst_ == "." || dst_ == ".." || fs::exists(fs::symlink_status(dst_, ec))) {
+        dst_ = dst;  // written in place
+        return;
+    }
     const fs::path parent = dst_.has_parent_path() ? dst_.parent_path() : fs::path(".");
     fs::create_directories(parent, ec);
     if (ec) throw Error(parent.string() + ": cannot create directory: " + ec.message());

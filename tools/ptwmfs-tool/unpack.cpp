@@ -6,6 +6,7 @@
 
 #include "command.hpp"
 #include "progress.hpp"
+#include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/store/store_decoder.hpp"
@@ -73,11 +74,13 @@ int unpack_main(Args& args) {
         } else {
             const RemoteTree tree = open_remote_tree(pos[0], remote);
             std::error_code ec;
-            fs::create_directories(dst, ec);
+            StagedDirectory staged(dst);  // a new DST appears whole or not at all
+            fs::create_directories(staged.path(), ec);
             if (ec) throw Error(dst.string() + ": cannot create directory: " + ec.message());
             using Kind = remote::ManifestEntry::Kind;
             for (const auto& e : tree.manifest.entries) {
-                const fs::path out = dst / e.path;
+                throw_if_cancelled();
+                const fs::path out = staged.path() / e.path;
                 if (e.kind == Kind::kDirectory) {
                     fs::create_directories(out, ec);
                     if (ec) throw Error(out.string() + ": cannot create directory: " + ec.message());
@@ -97,6 +100,7 @@ int unpack_main(Args& args) {
                     file.commit();
                 }
             }
+            staged.commit();
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (!quiet)

@@ -54,7 +54,8 @@ unsigned process_umask();
 // into place. Destroyed uncommitted (an error on the way), it removes the
 // temporary: a failed write never leaves a partial file under `path`.
 // A `path` that is a symlink is written through to its target (the link
-// stays); one that is a device, FIFO, socket or directory is refused (Error),
+// stays; a dangling link's target is created); one that is a device, FIFO,
+// socket or directory is refused (Error),
 // never renamed over. `mode` is taken less the process's umask, as open(2)
 // would.
 class AtomicOutput {

@@ -88,15 +88,21 @@ namespace {
 // a regular file: renaming over /dev/null or a FIFO would replace it.
 std::string output_path(std::string path) {
     struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0) {
-        if (errno == ENOENT) return path;
-        throw_errno(path, "cannot stat");
-    }
-    if (S_ISLNK(st.st_mode)) {
-        std::unique_ptr<char, decltype(&std::free)> target(::realpath(path.c_str(), nullptr), &std::free);
-        if (!target) throw_errno(path, "is a symlink whose target cannot be resolved");
-        path = target.get();
-        if (::stat(path.c_str(), &st) != 0) throw_errno(path, "cannot stat");
+    // A link to a link is followed too, as open(2) would (40 deep at most);
+    // a dangling one gets its target created, as open(O_CREAT) would.
+    for (int depth = 0;; ++depth) {
+        if (::lstat(path.c_str(), &st) != 0) {
+            if (errno == ENOENT) return path;
+            throw_errno(path, "cannot stat");
+        }
+        if (!S_ISLNK(st.st_mode)) break;
+        if (depth == 40) throw Error(path + ": too many levels of symbolic links");
+        std::vector<char> target(static_cast<size_t>(st.st_size) + 1);
+        const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+        if (n < 0 || static_cast<size_t>(n) >= target.size()) throw_errno(path, "cannot read the symlink");
+        const std::string text(target.data(), static_cast<size_t>(n));
+        const auto slash = path.rfind('/');
+        path = text.front() == '/' || slash == std::string::npos ? text : path.substr(0, slash + 1) + text;
     }
     if (!S_ISREG(st.st_mode))
         throw Error(path + ": exists and is not a regular file (" +

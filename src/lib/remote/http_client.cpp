@@ -277,7 +277,7 @@ std::string HttpClient::describe_failure(const HttpRequest& req, const HttpRespo
         what += credentials ? ": access denied, the credentials are wrong or lack permission" : ": access denied";
         if (s3_) what += " (credentials from " + s3_->credentials_from + ", region " + s3_->region + ")";
     } else if (resp.status == 404) {
-        what += ": no such object";
+        what += code == "NoSuchBucket" ? ": no such bucket" : ": no such object";
     } else if (resp.status == 412) {
         what += ": the object changed since it was opened";
     }

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 
 #include "ptwm/base/error.hpp"
@@ -99,6 +101,26 @@ std::string Manifest::to_json() const {
     return doc.dump(1) + "\n";
 }
 
+namespace {
+
+// Each path once, and nothing below a path that is not a directory: a
+// manifest that lists "w" as a link to /etc and then "w" (or "w/x") as a
+// file would have unpack write through the link, outside its destination.
+void refuse_overlaps(const Manifest& m, const std::string& what) {
+    std::unordered_map<std::string_view, ManifestEntry::Kind> kinds;
+    for (const ManifestEntry& e : m.entries)
+        if (!kinds.emplace(e.path, e.kind).second) throw Error(what + ": '" + e.path + "' is listed twice in the manifest");
+    for (const ManifestEntry& e : m.entries)
+        for (auto slash = e.path.find('/'); slash != std::string::npos; slash = e.path.find('/', slash + 1)) {
+            const auto parent = kinds.find(std::string_view(e.path).substr(0, slash));
+            if (parent != kinds.end() && parent->second != ManifestEntry::Kind::kDirectory)
+                throw Error(what + ": '" + e.path + "' lies below '" + std::string(parent->first) +
+                            "', which the manifest does not list as a directory");
+        }
+}
+
+}  // namespace
+
 Manifest Manifest::parse(std::span<const uint8_t> bytes, const std::string& what) {
     nlohmann::json doc;
     try {
@@ -135,6 +157,7 @@ Manifest Manifest::parse(std::span<const uint8_t> bytes, const std::string& what
     } catch (const nlohmann::json::exception& e) {
         throw Error(what + ": malformed manifest: " + e.what());
     }
+    refuse_overlaps(m, what);
     return m;
 }
 
