@@ -418,6 +418,16 @@ class ToolTest(unittest.TestCase):
         self.assertTrue((self.tmp / "link.ptwm").is_symlink())
         run("verify", self.tmp / "blobs" / "abc")
 
+    def test_verify_names_the_first_differing_byte_of_a_copied_file(self):
+        src = self.tmp / "d"
+        src.mkdir()
+        (src / "notes.txt").write_bytes(b"0123456789" * 1000)
+        run("pack", src, self.tmp / "packed")
+        (src / "notes.txt").write_bytes(b"01234X6789" + b"0123456789" * 999)
+        p = run("verify", self.tmp / "packed", "--against", src, check=False)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn(f"differs from {src / 'notes.txt'} at byte 5", p.stdout)
+
     def test_an_output_that_is_its_own_input_is_refused(self):
         src = self.small_model()
         before = src.read_bytes()

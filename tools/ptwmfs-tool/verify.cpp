@@ -156,8 +156,10 @@ public:
                 const auto n = static_cast<size_t>(std::min<uint64_t>(x.size(), a.size() - at));
                 a.read_exact(at, {x.data(), n});
                 b.read_exact(at, {y.data(), n});
-                if (std::memcmp(x.data(), y.data(), n) != 0)
-                    return fail(copy.string() + ": differs from " + original.string() + " near byte " + std::to_string(at));
+                const auto m = std::mismatch(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n), y.begin());
+                if (m.first != x.begin() + static_cast<std::ptrdiff_t>(n))
+                    return fail(copy.string() + ": differs from " + original.string() + " at byte " +
+                                std::to_string(at + static_cast<uint64_t>(m.first - x.begin())));
             }
         } catch (const Error& e) {
             return fail(e.what());

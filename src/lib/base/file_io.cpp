@@ -6,8 +6,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <memory>
 #include <vector>
 
 #include "ptwm/base/error.hpp"
