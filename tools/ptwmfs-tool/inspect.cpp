@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "progress.hpp"
 #include "ptwm/store/plane_stats.hpp"
 #include "ptwm/store/scale_pairs.hpp"
 #include "ptwm/store/store_reader.hpp"
@@ -41,7 +42,10 @@ int inspect_main(Args& args) {
     const auto store = open_store(path, remote);
     const auto& tensors = store->header().tensors;
 
-    const std::vector<TensorStats> stats = collect_plane_stats(*store);
+    Progress progress;  // a bar on stderr while it decodes (a terminal only)
+    const std::vector<TensorStats> stats = collect_plane_stats(
+        *store, [&](uint64_t done, uint64_t total) { progress.update(path, done, total); });
+    progress.finish();
     // FP4 weights and their block scales, paired as the packer pairs them:
     // their ratios are reported apart, since the scales are where FP4 saves.
     enum class Role { other, fp4_blocks, block_scales };

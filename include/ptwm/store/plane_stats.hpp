@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,7 +31,9 @@ struct TensorStats {
 };
 
 // Decodes every chunk (checking checksums: throws CorruptData on damage).
-// One entry per tensor of the header, in offset order.
-std::vector<TensorStats> collect_plane_stats(const StoreReader& store);
+// One entry per tensor of the header, in offset order. `progress`, when
+// set, is told the original bytes done and the total after each chunk.
+std::vector<TensorStats> collect_plane_stats(
+    const StoreReader& store, const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
 }  // namespace ptwm

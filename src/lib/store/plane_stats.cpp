@@ -4,7 +4,8 @@
 
 namespace ptwm {
 
-std::vector<TensorStats> collect_plane_stats(const StoreReader& store) {
+std::vector<TensorStats> collect_plane_stats(const StoreReader& store,
+                                            const std::function<void(uint64_t, uint64_t)>& progress) {
     std::vector<TensorStats> stats(store.header().tensors.size());
     std::vector<uint8_t> bytes;
     for (size_t i = 0; i < store.chunk_count(); ++i) {
@@ -25,6 +26,7 @@ std::vector<TensorStats> collect_plane_stats(const StoreReader& store) {
             ++ps.codecs[std::string(name(e.codec[p]))];
             add_to_histogram(planes[p], ps.histogram);
         }
+        if (progress) progress(e.original_offset + e.original_length, store.original_size());
     }
     return stats;
 }
