@@ -55,13 +55,15 @@ bool has_suffix(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// What is wrong with `path`'s safetensors header, or "".
-std::string header_error(const fs::path& path) {
+// `path`'s safetensors header, or none and what is wrong with it in
+// `error`. The header parsed to tell a bad file is the one packed: a
+// header of up to 100 MB is parsed once.
+std::optional<SafetensorsHeader> parsed_header(const fs::path& path, std::string& error) {
     try {
-        read_safetensors_header(path);
-        return "";
+        return read_safetensors_header(path);
     } catch (const Error& e) {
-        return e.what();
+        error = e.what();
+        return std::nullopt;
     }
 }
 
@@ -123,11 +125,11 @@ int pack_main(Args& args) {
     Progress progress;
     Totals totals;
     const auto start = std::chrono::steady_clock::now();
-    auto pack_one = [&](const fs::path& in, const fs::path& out) {
+    auto pack_one = [&](const fs::path& in, const SafetensorsHeader& header, const fs::path& out) {
         PackOptions o = opt;
         const std::string label = in.filename().string();
         o.progress = [&](uint64_t done, uint64_t total) { progress.update(label, done, total); };
-        const PackResult r = pack_file(in, out, o);
+        const PackResult r = pack_file(in, header, out, o);
         progress.finish();
         totals.original += r.original_bytes;
         totals.stored += r.stored_bytes;
@@ -152,9 +154,9 @@ int pack_main(Args& args) {
                 // Only a header that does not parse is a bad file --on-bad
                 // copy takes; a store that cannot be written (a full disk)
                 // fails the pack either way.
-                const std::string bad = header_error(in);
-                if (bad.empty()) {
-                    pack_one(in, out.string() + ".ptwm");
+                std::string bad;
+                if (const auto header = parsed_header(in, bad)) {
+                    pack_one(in, *header, out.string() + ".ptwm");
                     return;
                 }
                 if (!copy_bad) throw Error(bad);
@@ -170,7 +172,7 @@ int pack_main(Args& args) {
             throw Error(src.string() + ": not a regular file or directory (pack reads a file by offsets, not as a stream)");
         if (fs::is_directory(dst)) dst /= src.filename().string() + ".ptwm";
         require_other_file(src, dst);
-        pack_one(src, dst);
+        pack_one(src, read_safetensors_header(src), dst);
     }
 
     if (upload) upload->send();

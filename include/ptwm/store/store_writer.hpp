@@ -35,6 +35,11 @@ struct PackResult {
 
 // Throws Error naming the file (and tensor) on bad input; `dst` is then untouched.
 PackResult pack_file(const std::string& src, const std::string& dst, const PackOptions& opt);
+// The same with `src`'s header already parsed (read_safetensors_header), for
+// a caller that parsed it first to decide whether to pack the file at all:
+// a header of 100 MB is parsed once, not twice.
+PackResult pack_file(const std::string& src, const SafetensorsHeader& header, const std::string& dst,
+                     const PackOptions& opt);
 
 // How pack_file cuts a file into chunks, exposed so benchmarks time the
 // same work. `read(offset, out)` fills `out` from the source file.

@@ -140,7 +140,11 @@ std::vector<PlannedChunk> plan_chunks(const SafetensorsHeader& h, uint32_t chunk
 }
 
 PackResult pack_file(const std::string& src, const std::string& dst, const PackOptions& opt) {
-    const SafetensorsHeader header = read_safetensors_header(src);
+    return pack_file(src, read_safetensors_header(src), dst, opt);
+}
+
+PackResult pack_file(const std::string& src, const SafetensorsHeader& header, const std::string& dst,
+                     const PackOptions& opt) {
     const File in = File::open_read(src);
     const uint64_t original_size = in.size();
     const SourceReader read = [&](uint64_t offset, std::span<uint8_t> out) { in.read_exact(offset, out); };
