@@ -11,9 +11,9 @@
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/base/size_text.hpp"
 #include "ptwm/store/safetensors.hpp"
+#include "ptwm/store/store_names.hpp"
 #include "ptwm/store/store_writer.hpp"
 #include "remote_upload.hpp"
-#include "store_names.hpp"
 #include "store_open.hpp"
 #include "tree.hpp"
 

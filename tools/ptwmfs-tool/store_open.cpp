@@ -5,7 +5,7 @@
 
 #include "ptwm/base/error.hpp"
 #include "ptwm/remote/http_source.hpp"
-#include "store_names.hpp"
+#include "ptwm/store/store_names.hpp"
 
 namespace ptwm::tool {
 

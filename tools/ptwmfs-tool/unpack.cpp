@@ -10,7 +10,7 @@
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/store/store_decoder.hpp"
-#include "store_names.hpp"
+#include "ptwm/store/store_names.hpp"
 #include "store_open.hpp"
 #include "tree.hpp"
 

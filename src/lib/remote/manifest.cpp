@@ -9,6 +9,7 @@
 
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/utf8.hpp"
+#include "ptwm/store/store_names.hpp"
 #include "ptwm/store/store_reader.hpp"
 
 namespace ptwm::remote {
@@ -29,11 +30,6 @@ bool safe_relative(const std::string& p) {
         at = slash + 1;
     }
     return p.find('\0') == std::string::npos;
-}
-
-bool is_store(const fs::path& p) {
-    const std::string s = p.filename().string();
-    return s.size() > 5 && s.compare(s.size() - 5, 5, ".ptwm") == 0;
 }
 
 // Every path below root/dir, relative to root, built from the names the
@@ -178,7 +174,7 @@ Manifest Manifest::of_directory(const fs::path& root) {
             e.kind = Kind::kDirectory;
         } else if (S_ISREG(st.st_mode)) {
             e.size = static_cast<uint64_t>(st.st_size);
-            if (is_store(p)) {
+            if (is_store_name(p)) {
                 e.kind = Kind::kStore;
                 e.original_size = StoreReader::open(p.string())->original_size();
             }

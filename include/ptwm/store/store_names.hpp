@@ -1,10 +1,13 @@
-// A store keeps its original's name with ".ptwm" appended.
+// A store keeps its original's name with ".ptwm" appended. One definition
+// for the library (the manifest tells stores from copied files by it) and
+// the tool (pack, unpack and verify pair stores with their originals).
 #pragma once
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
-namespace ptwm::tool {
+namespace ptwm {
 
 inline constexpr std::string_view kStoreSuffix = ".ptwm";
 
@@ -20,4 +23,4 @@ inline std::filesystem::path original_name(const std::filesystem::path& p) {
     return s.substr(0, s.size() - kStoreSuffix.size());
 }
 
-}  // namespace ptwm::tool
+}  // namespace ptwm
