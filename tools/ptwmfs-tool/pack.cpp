@@ -1,8 +1,11 @@
 // ptwmfs-tool pack: safetensors file or model directory -> stores.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "command.hpp"
 #include "progress.hpp"
@@ -10,6 +13,7 @@
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/base/size_text.hpp"
+#include "ptwm/remote/manifest.hpp"
 #include "ptwm/store/safetensors.hpp"
 #include "ptwm/store/store_names.hpp"
 #include "ptwm/store/store_writer.hpp"
@@ -67,14 +71,30 @@ std::optional<SafetensorsHeader> parsed_header(const fs::path& path, std::string
     }
 }
 
-// A source file named NAME.ptwm would be taken for a store in the packed
-// tree (by unpack and the mount), or be overwritten by NAME's store: found
-// before anything is written.
-void refuse_store_names(const fs::path& src) {
+// The names the packed tree could not keep, found in one walk of the
+// source before anything is written:
+// - in a directory, a source file named NAME.ptwm would be taken for a
+//   store in the packed tree (by unpack and the mount), or be overwritten
+//   by NAME's store;
+// - with `manifest`, a name or link target that is not UTF-8, which the
+//   manifest (JSON) could not hold.
+void refuse_unkeepable_names(const fs::path& src, bool manifest) {
+    if (!fs::is_directory(src)) {
+        if (manifest) remote::require_manifest_name(src, false);  // the store is a file of that name, not a link
+        return;
+    }
+    // Sorted (parents before children): of several such names, the same
+    // one is reported every time, whatever order the directories list them in.
+    std::vector<std::pair<fs::path, bool>> entries;  // (path, is a link)
     for (auto it = fs::recursive_directory_iterator(src); it != fs::recursive_directory_iterator(); ++it) {
         throw_if_cancelled();
-        if (!it->is_symlink() && is_store_name(it->path()))
-            throw Error(it->path().string() + ": a source file named *" + std::string(kStoreSuffix) +
+        entries.emplace_back(it->path(), it->is_symlink());
+    }
+    std::sort(entries.begin(), entries.end());
+    for (const auto& [path, is_link] : entries) {
+        if (manifest) remote::require_manifest_name(path, is_link);
+        if (!is_link && is_store_name(path))
+            throw Error(path.string() + ": a source file named *" + std::string(kStoreSuffix) +
                         " would be taken for a store in the packed tree; rename it or pack it apart");
     }
 }
@@ -114,8 +134,8 @@ int pack_main(Args& args) {
     const auto pos = args.positionals(2, 2);
     const fs::path src = pos[0];
     fs::path dst = pos[1];
-    // A manifest is JSON: a name it cannot hold fails before anything is written.
-    if (is_url(pos[1]) ? !url_names_store(pos[1]) : write_manifest) remote::require_manifest_names(src);
+    // A tree uploaded to a prefix gets a manifest too.
+    refuse_unkeepable_names(src, is_url(pos[1]) ? !url_names_store(pos[1]) : write_manifest);
     std::optional<RemoteUpload> upload;
     if (is_url(pos[1])) {
         upload.emplace(pos[1], remote, parallel, part_bytes, quiet);
@@ -147,7 +167,6 @@ int pack_main(Args& args) {
     if (fs::is_directory(src)) {
         if (fs::exists(dst, ec) && !fs::is_directory(dst)) throw Error(dst.string() + ": exists and is not a directory");
         require_outside(src, dst);
-        refuse_store_names(src);
         if (!upload) dst = staged.emplace(dst).path();
         mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {
             if (looks_like_safetensors(in) || has_suffix(in.string(), ".safetensors")) {

@@ -41,9 +41,12 @@ struct Manifest {
 
 const char* kind_name(ManifestEntry::Kind kind);
 
-// Throws Error naming the first path below `src` (or `src` itself, a file)
-// whose name or link target a manifest cannot hold, as of_directory would
-// after packing: pack checks its source with it before writing anything.
-void require_manifest_names(const std::filesystem::path& src);
+// Throws Error naming `path` when a manifest could not hold it, as
+// of_directory would after packing: its name (the last element) or, for a
+// link (`is_link`), the link's target is not valid UTF-8. Pack checks every
+// path of its source with it, in the walk that checks the source's other
+// names, before writing anything; the elements above `path` are checked as
+// paths of their own in that walk.
+void require_manifest_name(const std::filesystem::path& path, bool is_link);
 
 }  // namespace ptwm::remote

@@ -52,14 +52,14 @@ std::vector<fs::path> relative_paths(const fs::path& root) {
 }
 
 // The manifest is JSON, which holds UTF-8 text only, while a file name or a
-// link target is any bytes: say which file, before a JSON writer fails
-// with a message that names none.
-void require_utf8(const fs::path& root, const std::string& rel, const std::string& link_target) {
-    if (!is_utf8(rel))
-        throw Error(printable((root / rel).string()) +
+// link target is any bytes: say which file (`shown`), before a JSON writer
+// fails with a message that names none.
+void require_utf8(const fs::path& shown, const std::string& name, const std::string& link_target) {
+    if (!is_utf8(name))
+        throw Error(printable(shown.string()) +
                     ": the name is not valid UTF-8, and a ptwmfs manifest (JSON) holds UTF-8 names only; rename it");
     if (!is_utf8(link_target))
-        throw Error(printable((root / rel).string()) + ": link target '" + printable(link_target) +
+        throw Error(printable(shown.string()) + ": link target '" + printable(link_target) +
                     "' is not valid UTF-8, and a ptwmfs manifest (JSON) holds UTF-8 text only");
 }
 
@@ -181,21 +181,14 @@ Manifest Manifest::of_directory(const fs::path& root) {
         } else {
             continue;  // sockets, devices: pack never makes them
         }
-        require_utf8(root, e.path, e.target);
+        require_utf8(p, e.path, e.target);
         m.entries.push_back(std::move(e));
     }
     return m;
 }
 
-void require_manifest_names(const fs::path& src) {
-    if (!fs::is_directory(src)) {
-        require_utf8(src.parent_path(), src.filename().string(), "");
-        return;
-    }
-    for (const auto& rel : relative_paths(src)) {
-        const fs::path p = src / rel;
-        require_utf8(src, rel.generic_string(), fs::is_symlink(p) ? fs::read_symlink(p).string() : "");
-    }
+void require_manifest_name(const fs::path& path, bool is_link) {
+    require_utf8(path, path.filename().string(), is_link ? fs::read_symlink(path).string() : "");
 }
 
 }  // namespace ptwm::remote
