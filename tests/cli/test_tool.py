@@ -395,6 +395,17 @@ class ToolTest(unittest.TestCase):
         self.assertIn("which it would mirror into itself", p.stderr)
         self.assertEqual(sorted(os.listdir(src)), ["x"])
 
+    def test_a_missing_source_is_missing_before_its_name_is_judged(self):
+        # A name no manifest could hold (not UTF-8) on a source that is not
+        # there: "no such file", not advice to rename it.
+        missing = self.tmp / os.fsdecode(b"gone\xfe.safetensors")
+        for args in (("--manifest", missing, self.tmp / "out"), (missing, self.tmp / "out.ptwm")):
+            p = subprocess.run([TOOL, "pack", "-q", *map(str, args)], capture_output=True)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(b".safetensors: no such file or directory", p.stderr)
+            self.assertNotIn(b"UTF-8", p.stderr)
+        self.assertEqual(os.listdir(self.tmp), [], "nothing should be written")
+
     def test_a_fifo_or_device_source_is_refused_not_waited_on(self):
         fifo = self.tmp / "fifo"
         os.mkfifo(fifo)

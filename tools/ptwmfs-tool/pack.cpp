@@ -134,6 +134,10 @@ int pack_main(Args& args) {
     const auto pos = args.positionals(2, 2);
     const fs::path src = pos[0];
     fs::path dst = pos[1];
+    std::error_code ec;
+    // First, as nothing else about a source that is not there is worth
+    // saying (not that its name would not fit in a manifest).
+    if (!fs::exists(src, ec)) throw Error(src.string() + ": no such file or directory");
     // A tree uploaded to a prefix gets a manifest too.
     refuse_unkeepable_names(src, is_url(pos[1]) ? !url_names_store(pos[1]) : write_manifest);
     std::optional<RemoteUpload> upload;
@@ -160,7 +164,6 @@ int pack_main(Args& args) {
                         r.original_bytes ? static_cast<double>(r.stored_bytes) / static_cast<double>(r.original_bytes) : 1.0);
     };
 
-    std::error_code ec;
     // A new directory DST appears whole or not at all (an upload's is
     // already a temporary one).
     std::optional<StagedDirectory> staged;
@@ -185,7 +188,6 @@ int pack_main(Args& args) {
             ++totals.files_copied;
         });
     } else {
-        if (!fs::exists(src, ec)) throw Error(src.string() + ": no such file or directory");
         // (A FIFO would block the read until a writer came; a device has no end.)
         if (!fs::is_regular_file(src, ec))
             throw Error(src.string() + ": not a regular file or directory (pack reads a file by offsets, not as a stream)");
