@@ -39,10 +39,7 @@ StagedDirectory::StagedDirectory(fs::path dst) : dst_(dst.lexically_normal()) {
     const fs::path parent = dst_.has_parent_path() ? dst_.parent_path() : fs::path(".");
     fs::create_directories(parent, ec);
     if (ec) throw Error(parent.string() + ": cannot create directory: " + ec.message());
-    std::string leaf = ".";  // (appended, not one + chain: GCC 12 warns a false -Wrestrict on that)
-    leaf += dst_.filename().string();
-    leaf += ".tmp.XXXXXX";
-    std::string name = (parent / leaf).string();
+    std::string name = hidden_temporary_template(dst_.string());
     if (::mkdtemp(name.data()) == nullptr) throw_errno(dst_, "cannot create a temporary directory beside");
     staging_ = name;
 }

@@ -50,6 +50,13 @@ private:
 // setting it, which would race with threads creating files).
 unsigned process_umask();
 
+// The hidden temporary an output of `path` is written as before it is
+// renamed into place, beside it: "dir/NAME" -> "dir/.NAME.tmp.XXXXXX", a
+// template for mkostemp(3) or mkdtemp(3). One spelling for a file
+// (AtomicOutput) and a staged tree (the tool's StagedDirectory), so that
+// whatever an interrupted run leaves is hidden and named the same way.
+std::string hidden_temporary_template(const std::string& path);
+
 // Written as a hidden temporary beside `path`; commit() syncs and renames it
 // into place. Destroyed uncommitted (an error on the way), it removes the
 // temporary: a failed write never leaves a partial file under `path`.

@@ -111,17 +111,21 @@ std::string output_path(std::string path) {
 
 }  // namespace
 
+std::string hidden_temporary_template(const std::string& path) {
+    const auto slash = path.rfind('/');
+    const size_t base = slash == std::string::npos ? 0 : slash + 1;
+    std::string name = path.substr(0, base);  // (appended, not one + chain: GCC 12 warns a false -Wrestrict on that)
+    name += '.';
+    name.append(path, base);
+    name += ".tmp.XXXXXX";
+    return name;
+}
+
 AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(output_path(std::move(path))) {
-    const auto slash = path_.rfind('/');
-    const std::string dir = slash == std::string::npos ? "" : path_.substr(0, slash + 1);
-    const std::string base = slash == std::string::npos ? path_ : path_.substr(slash + 1);
-    std::vector<char> templ;
-    const std::string t = dir + "." + base + ".tmp.XXXXXX";
-    templ.assign(t.begin(), t.end());
-    templ.push_back('\0');
-    fd_ = ::mkostemp(templ.data(), O_CLOEXEC);
+    std::string name = hidden_temporary_template(path_);
+    fd_ = ::mkostemp(name.data(), O_CLOEXEC);
     if (fd_ < 0) throw_errno(path_, "cannot create a temporary file beside");
-    temp_path_ = templ.data();
+    temp_path_ = std::move(name);
     ::fchmod(fd_, mode & ~process_umask());
 }
 
