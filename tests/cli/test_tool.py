@@ -552,6 +552,27 @@ class ToolTest(unittest.TestCase):
         self.assertEqual(doc["file"], f"{self.tmp}/bad\ufffd.ptwm", "each bad byte shows as U+FFFD")
         self.assertEqual([t["name"] for t in doc["tensors"]], ["a", "b"])
 
+    def test_inspect_table_escapes_control_characters_in_names(self):
+        # A hostile file's tensor names: a terminal escape (ESC [ and the C1
+        # CSI), a bell and a newline that would forge a row. The table shows
+        # them as \xHH; --json keeps them, escaped as JSON escapes them.
+        names = ["evil\x1b[2J\x07", "row\nforged 0 0", "csi\u009b31m"]
+        src = self.tmp / "hostile.safetensors"
+        src.write_bytes(safetensors([(n, "U8", [4], bytes([i, 1, 2, 3])) for i, n in enumerate(names)]))
+        store = self.tmp / "hostile.ptwm"
+        run("pack", "-q", src, store)
+        for args in ((), ("--chunks",)):
+            table = subprocess.run([TOOL, "inspect", *args, store], capture_output=True, check=True).stdout
+            for control in (b"\x1b", b"\x07", b"\xc2\x9b"):
+                self.assertNotIn(control, table, args)
+            self.assertIn(rb"evil\x1b[2J\x07", table)
+            self.assertIn(rb"row\x0aforged 0 0", table)
+            self.assertIn(rb"csi\xc2\x9b31m", table)
+            self.assertFalse(any(line.startswith(b"forged") for line in table.splitlines()), "a forged row")
+        doc = json.loads(run("inspect", "--json", "--chunks", store).stdout)
+        self.assertEqual([t["name"] for t in doc["tensors"]], names)
+        self.assertEqual({c["tensor"] for c in doc["chunks"]}, set(names))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -33,6 +33,8 @@ TEST(Utf8, PrintableEscapesBadBytesAndControlsOnly) {
     EXPECT_EQ(printable("c\xfe.safetensors"), "c\\xfe.safetensors");
     EXPECT_EQ(printable("caf\xc3\xa9/\x1b[31m\x7f"), "caf\xc3\xa9/\\x1b[31m\\x7f");
     EXPECT_EQ(printable("\xe2\x82"), "\\xe2\\x82");  // a sequence cut short: each byte
+    // C1 controls (U+009B is CSI) are escaped; the letters after them are not.
+    EXPECT_EQ(printable("a\xc2\x9b" "31m\xc2\x80\xc2\x9f\xc2\xa0\xc3\x80"), "a\\xc2\\x9b" "31m\\xc2\\x80\\xc2\\x9f\xc2\xa0\xc3\x80");
     EXPECT_EQ(printable("plain"), "plain");
 }
 

@@ -6,6 +6,7 @@
 
 #include "command.hpp"
 #include "progress.hpp"
+#include "ptwm/base/utf8.hpp"
 #include "ptwm/store/plane_stats.hpp"
 #include "ptwm/store/scale_pairs.hpp"
 #include "ptwm/store/store_reader.hpp"
@@ -138,26 +139,30 @@ int inspect_main(Args& args) {
         std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return kOk;
     }
+    // The table is for a terminal: a name from the file (a hostile one may
+    // hold ESC [ ... or a newline) is shown with its control characters and
+    // bytes that are not UTF-8 as \xHH, never sent as they are.
     std::printf("%-40s %-8s %-16s %5s %-12s %12s %12s %7s %7s\n", "tensor", "dtype", "decomposition", "plane", "codecs",
                 "plane bytes", "stored", "ratio", "bound");
     for (const auto& t : doc["tensors"]) {
+        const std::string shown = printable(t["name"].get<std::string>());
         bool first = true;
         for (const auto& p : t["planes"]) {
             std::string codecs;
             for (const auto& [c, n] : p["codecs"].items()) codecs += (codecs.empty() ? "" : ",") + c;
             std::printf("%-40.40s %-8s %-16s %5d %-12s %12llu %12llu %7.4f %7.4f\n",
-                        first ? t["name"].get<std::string>().c_str() : "", first ? t["dtype"].get<std::string>().c_str() : "",
+                        first ? shown.c_str() : "", first ? t["dtype"].get<std::string>().c_str() : "",
                         first ? t["decomposition"].get<std::string>().c_str() : "", p["plane"].get<int>(), codecs.c_str(),
                         p["plane_bytes"].get<unsigned long long>(), p["stored_bytes"].get<unsigned long long>(),
                         p["ratio"].get<double>(), p["order0_bound_ratio"].get<double>());
             first = false;
         }
         if (first)  // an empty tensor: no planes, but a row, as --json lists it
-            std::printf("%-40.40s %-8s %-16s %5s %-12s %12d %12d %7s %7s\n", t["name"].get<std::string>().c_str(),
+            std::printf("%-40.40s %-8s %-16s %5s %-12s %12d %12d %7s %7s\n", shown.c_str(),
                         t["dtype"].get<std::string>().c_str(), t["decomposition"].get<std::string>().c_str(), "-", "-", 0,
                         0, "-", "-");
     }
-    std::printf("\n%s: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f (header %llu bytes)\n", path.c_str(),
+    std::printf("\n%s: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f (header %llu bytes)\n", printable(path).c_str(),
                 static_cast<unsigned long long>(store->original_size()), static_cast<unsigned long long>(store->stored_size()),
                 doc["ratio"].get<double>(), doc["order0_bound_ratio"].get<double>(),
                 static_cast<unsigned long long>(store->prefix().size()));
@@ -173,7 +178,7 @@ int inspect_main(Args& args) {
     if (list_chunks)
         for (const auto& c : doc["chunks"])
             std::printf("chunk %llu %s original %llu+%u stored %llu+%llu\n", c["index"].get<unsigned long long>(),
-                        c["tensor"].get<std::string>().c_str(), c["original_offset"].get<unsigned long long>(),
+                        printable(c["tensor"].get<std::string>()).c_str(), c["original_offset"].get<unsigned long long>(),
                         c["original_length"].get<unsigned>(), c["stored_offset"].get<unsigned long long>(),
                         c["stored_length"].get<unsigned long long>());
     return kOk;

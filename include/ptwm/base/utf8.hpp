@@ -13,7 +13,9 @@ namespace ptwm {
 bool is_utf8(std::string_view text);
 
 // `text` with each byte that is not part of a well-formed UTF-8 sequence,
-// and each control character, written as \xHH: "c\xfe.safetensors".
+// and each control character (C0, DEL and the C1 controls U+0080..U+009F,
+// each of whose two bytes is shown), written as \xHH: "c\xfe.safetensors".
+// Safe to send to a terminal: no escape sequence survives it.
 std::string printable(std::string_view text);
 
 }  // namespace ptwm

@@ -40,14 +40,23 @@ bool is_utf8(std::string_view text) {
 
 std::string printable(std::string_view text) {
     std::string out;
+    const auto escape = [&](uint8_t b) {
+        char hex[5];
+        std::snprintf(hex, sizeof hex, "\\x%02x", b);
+        out += hex;
+    };
     for (size_t at = 0; at < text.size();) {
         const size_t n = sequence_length(text, at);
         const auto b = static_cast<uint8_t>(text[at]);
         if (n == 0 || b < 0x20 || b == 0x7F) {
-            char hex[5];
-            std::snprintf(hex, sizeof hex, "\\x%02x", b);
-            out += hex;
+            escape(b);
             ++at;
+        } else if (b == 0xC2 && static_cast<uint8_t>(text[at + 1]) <= 0x9F) {
+            // U+0080..U+009F, the C1 controls: U+009B is a terminal's CSI
+            // as ESC [ is, so each of their two bytes is shown.
+            escape(b);
+            escape(static_cast<uint8_t>(text[at + 1]));
+            at += 2;
         } else {
             out.append(text, at, n);
             at += n;
