@@ -72,9 +72,9 @@ bool is_f8(ptwm::DType d) { return d == ptwm::DType::F8_E4M3 || d == ptwm::DType
 
 // The same computation as `ptwmfs-tool inspect` (tools/ptwmfs-tool/inspect.cpp):
 // decode every chunk of the packed store, split it with the decomposition the
-// store used for it, and accumulate one histogram per (tensor, plane), so a
+// store used for it, and take one histogram per (tensor, plane), so a
 // plane's entropy is taken over the whole tensor, not per chunk. For F8
-// tensors it also keeps the histogram of the whole bytes: the nibble split is
+// tensors it also takes the bound of the whole bytes: the nibble split is
 // only worth having if it beats that.
 Bounds compute_bounds(const ptwm::StoreReader& store) {
     const auto& tensors = store.header().tensors;
@@ -85,11 +85,11 @@ Bounds compute_bounds(const ptwm::StoreReader& store) {
     for (size_t t = 0; t < tensors.size(); ++t) {
         b.dtype_bytes[std::string(ptwm::dtype_info(tensors[t].dtype).name)] += tensors[t].size();
         double plane_bits = 0;
-        for (const auto& p : stats[t].planes) plane_bits += ptwm::order0_bits(p.histogram);
+        for (const auto& p : stats[t].planes) plane_bits += p.order0_bits;
         b.plane_bound_bytes += plane_bits / 8;
         if (is_f8(tensors[t].dtype)) {
             b.has_f8 = true;
-            b.byte_bound_bytes += ptwm::order0_bits(stats[t].whole) / 8;
+            b.byte_bound_bytes += stats[t].whole_order0_bits / 8;
         } else {
             b.byte_bound_bytes += plane_bits / 8;
         }

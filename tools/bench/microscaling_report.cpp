@@ -50,7 +50,7 @@ MicroscalingFigures measure_microscaling(const ptwm::StoreReader& store) {
     const std::vector<ptwm::TensorStats> stats = ptwm::collect_plane_stats(store);
     auto bound = [&](uint32_t t) {
         double b = 0;
-        for (const auto& p : stats[t].planes) b += ptwm::order0_bits(p.histogram) / 8;
+        for (const auto& p : stats[t].planes) b += p.order0_bits / 8;
         return b;
     };
     std::vector<uint8_t> bytes, z, values;

@@ -1,7 +1,10 @@
 // ptwmfs-tool inspect: what a store holds, per tensor and per plane, beside
 // the order-0 entropy bound of each plane over the whole tensor.
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "command.hpp"
@@ -11,6 +14,7 @@
 #include "ptwm/store/scale_pairs.hpp"
 #include "ptwm/store/store_reader.hpp"
 #include "store_open.hpp"
+#include "streamed_json.hpp"
 
 namespace ptwm::tool {
 namespace {
@@ -31,6 +35,14 @@ constexpr const char* kHelp =
     "https://HOST/PATH/NAME.ptwm.\n";
 
 double ratio(double part, double whole) { return whole > 0 ? part / whole : 1.0; }
+
+// A plane's codecs by name, with the chunks using each: the order both the
+// JSON object and the table's list show them in.
+std::map<std::string, uint64_t> codecs_by_name(const PlaneStats& ps) {
+    std::map<std::string, uint64_t> by_name;
+    for (const auto& [codec, chunks] : ps.codecs) by_name[std::string(name(codec))] += chunks;
+    return by_name;
+}
 
 }  // namespace
 
@@ -63,80 +75,92 @@ int inspect_main(Args& args) {
         double bound = 0;
     };
     Totals role_totals[3];
-
-    nlohmann::json doc;
-    doc["file"] = path;
-    doc["original_bytes"] = store->original_size();
-    doc["stored_bytes"] = store->stored_size();
-    doc["header_bytes"] = store->prefix().size();
     double bound_total = static_cast<double>(store->prefix().size());
-    auto& jt = doc["tensors"] = nlohmann::json::array();
     for (size_t t = 0; t < tensors.size(); ++t) {
         const TensorStats& s = stats[t];
-        nlohmann::json j{{"name", tensors[t].name},
-                         {"dtype", dtype_info(tensors[t].dtype).name},
-                         {"shape", tensors[t].shape},
-                         {"decomposition", s.decomposition},
-                         {"original_bytes", s.original_bytes},
-                         {"stored_bytes", s.stored_bytes},
-                         {"ratio", ratio(static_cast<double>(s.stored_bytes), static_cast<double>(s.original_bytes))}};
-        if (roles[t] != Role::other) j["role"] = roles[t] == Role::fp4_blocks ? "fp4-blocks" : "block-scales";
         Totals& rt = role_totals[static_cast<int>(roles[t])];
         ++rt.tensors;
         rt.original += s.original_bytes;
         rt.stored += s.stored_bytes;
-        auto& jp = j["planes"] = nlohmann::json::array();
-        for (size_t p = 0; p < s.planes.size(); ++p) {
-            const PlaneStats& ps = s.planes[p];
+        for (const PlaneStats& ps : s.planes) {
             if (ps.plane_bytes == 0) continue;  // a scale group no block fell in
-            const double bound = order0_bits(ps.histogram) / 8;
-            bound_total += bound;
-            rt.bound += bound;
-            jp.push_back({{"plane", p},
-                          {"codecs", ps.codecs},
-                          {"plane_bytes", ps.plane_bytes},
-                          {"stored_bytes", ps.stored_bytes},
-                          {"ratio", ratio(static_cast<double>(ps.stored_bytes), static_cast<double>(ps.plane_bytes))},
-                          {"order0_bound_bytes", bound},
-                          {"order0_bound_ratio", ratio(bound, static_cast<double>(ps.plane_bytes))}});
-        }
-        jt.push_back(std::move(j));
-    }
-    doc["ratio"] = ratio(static_cast<double>(store->stored_size()), static_cast<double>(store->original_size()));
-    doc["order0_bound_bytes"] = bound_total;
-    doc["order0_bound_ratio"] = ratio(bound_total, static_cast<double>(store->original_size()));
-    const std::pair<Role, const char*> kRoleNames[] = {{Role::fp4_blocks, "fp4_blocks"}, {Role::block_scales, "block_scales"}};
-    for (const auto& [role, key] : kRoleNames) {
-        const Totals& rt = role_totals[static_cast<int>(role)];
-        if (rt.tensors == 0) continue;
-        doc[key] = {{"tensors", rt.tensors},
-                    {"original_bytes", rt.original},
-                    {"stored_bytes", rt.stored},
-                    {"ratio", ratio(static_cast<double>(rt.stored), static_cast<double>(rt.original))},
-                    {"order0_bound_bytes", rt.bound},
-                    {"order0_bound_ratio", ratio(rt.bound, static_cast<double>(rt.original))}};
-    }
-    if (list_chunks) {
-        auto& jc = doc["chunks"] = nlohmann::json::array();
-        for (size_t i = 0; i < store->chunk_count(); ++i) {
-            const ChunkEntry& e = store->chunk(i);
-            std::vector<std::string> codecs;
-            std::vector<uint32_t> lengths;
-            for (unsigned p = 0; p < e.plane_count; ++p) {
-                codecs.emplace_back(name(e.codec[p]));
-                lengths.push_back(e.payload_length[p]);
-            }
-            jc.push_back({{"index", i}, {"tensor", tensors[e.tensor].name}, {"original_offset", e.original_offset},
-                          {"original_length", e.original_length}, {"stored_offset", e.stored_offset},
-                          {"stored_length", e.stored_length()}, {"decomposition", name(e.decomposition)},
-                          {"codecs", codecs}, {"payload_lengths", lengths}});
+            bound_total += ps.order0_bits / 8;
+            rt.bound += ps.order0_bits / 8;
         }
     }
+    const double file_ratio = ratio(static_cast<double>(store->stored_size()), static_cast<double>(store->original_size()));
+    const double bound_ratio = ratio(bound_total, static_cast<double>(store->original_size()));
 
+    // The per-tensor and per-chunk parts are made one tensor or chunk at a
+    // time as they are printed, never held whole: as nlohmann values, a
+    // file of 100,000 small tensors made a document of about 550 MB.
     if (as_json) {
+        nlohmann::json doc;
+        doc["file"] = path;
+        doc["original_bytes"] = store->original_size();
+        doc["stored_bytes"] = store->stored_size();
+        doc["header_bytes"] = store->prefix().size();
+        doc["ratio"] = file_ratio;
+        doc["order0_bound_bytes"] = bound_total;
+        doc["order0_bound_ratio"] = bound_ratio;
+        const std::pair<Role, const char*> kRoleNames[] = {{Role::fp4_blocks, "fp4_blocks"}, {Role::block_scales, "block_scales"}};
+        for (const auto& [role, key] : kRoleNames) {
+            const Totals& rt = role_totals[static_cast<int>(role)];
+            if (rt.tensors == 0) continue;
+            doc[key] = {{"tensors", rt.tensors},
+                        {"original_bytes", rt.original},
+                        {"stored_bytes", rt.stored},
+                        {"ratio", ratio(static_cast<double>(rt.stored), static_cast<double>(rt.original))},
+                        {"order0_bound_bytes", rt.bound},
+                        {"order0_bound_ratio", ratio(rt.bound, static_cast<double>(rt.original))}};
+        }
+        std::map<std::string, StreamedArray> arrays;
+        doc["tensors"] = nullptr;  // placeholders: printed in their sorted places
+        arrays["tensors"] = {tensors.size(), [&](size_t t) {
+            const TensorStats& s = stats[t];
+            nlohmann::json j{{"name", tensors[t].name},
+                             {"dtype", dtype_info(tensors[t].dtype).name},
+                             {"shape", tensors[t].shape},
+                             {"decomposition", s.decomposition},
+                             {"original_bytes", s.original_bytes},
+                             {"stored_bytes", s.stored_bytes},
+                             {"ratio", ratio(static_cast<double>(s.stored_bytes), static_cast<double>(s.original_bytes))}};
+            if (roles[t] != Role::other) j["role"] = roles[t] == Role::fp4_blocks ? "fp4-blocks" : "block-scales";
+            auto& jp = j["planes"] = nlohmann::json::array();
+            for (size_t p = 0; p < s.planes.size(); ++p) {
+                const PlaneStats& ps = s.planes[p];
+                if (ps.plane_bytes == 0) continue;
+                const double bound = ps.order0_bits / 8;
+                jp.push_back({{"plane", p},
+                              {"codecs", codecs_by_name(ps)},
+                              {"plane_bytes", ps.plane_bytes},
+                              {"stored_bytes", ps.stored_bytes},
+                              {"ratio", ratio(static_cast<double>(ps.stored_bytes), static_cast<double>(ps.plane_bytes))},
+                              {"order0_bound_bytes", bound},
+                              {"order0_bound_ratio", ratio(bound, static_cast<double>(ps.plane_bytes))}});
+            }
+            return j;
+        }};
+        if (list_chunks) {
+            doc["chunks"] = nullptr;
+            arrays["chunks"] = {store->chunk_count(), [&](size_t i) {
+                const ChunkEntry& e = store->chunk(i);
+                std::vector<std::string> codecs;
+                std::vector<uint32_t> lengths;
+                for (unsigned p = 0; p < e.plane_count; ++p) {
+                    codecs.emplace_back(name(e.codec[p]));
+                    lengths.push_back(e.payload_length[p]);
+                }
+                return nlohmann::json{{"index", i}, {"tensor", tensors[e.tensor].name},
+                                      {"original_offset", e.original_offset}, {"original_length", e.original_length},
+                                      {"stored_offset", e.stored_offset}, {"stored_length", e.stored_length()},
+                                      {"decomposition", name(e.decomposition)}, {"codecs", codecs},
+                                      {"payload_lengths", lengths}};
+            }};
+        }
         // A display: a file or tensor name that is not UTF-8 (JSON holds
         // UTF-8 only) is shown with U+FFFD for each bad byte, not refused.
-        std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        print_json(stdout, doc, arrays);
         return kOk;
     }
     // The table is for a terminal: a name from the file (a hostile one may
@@ -144,43 +168,48 @@ int inspect_main(Args& args) {
     // bytes that are not UTF-8 as \xHH, never sent as they are.
     std::printf("%-40s %-8s %-16s %5s %-12s %12s %12s %7s %7s\n", "tensor", "dtype", "decomposition", "plane", "codecs",
                 "plane bytes", "stored", "ratio", "bound");
-    for (const auto& t : doc["tensors"]) {
-        const std::string shown = printable(t["name"].get<std::string>());
+    for (size_t t = 0; t < tensors.size(); ++t) {
+        const TensorStats& s = stats[t];
+        const std::string shown = printable(tensors[t].name);
+        const std::string dtype(dtype_info(tensors[t].dtype).name);
         bool first = true;
-        for (const auto& p : t["planes"]) {
+        for (size_t p = 0; p < s.planes.size(); ++p) {
+            const PlaneStats& ps = s.planes[p];
+            if (ps.plane_bytes == 0) continue;  // a scale group no block fell in
             std::string codecs;
-            for (const auto& [c, n] : p["codecs"].items()) codecs += (codecs.empty() ? "" : ",") + c;
-            std::printf("%-40.40s %-8s %-16s %5d %-12s %12llu %12llu %7.4f %7.4f\n",
-                        first ? shown.c_str() : "", first ? t["dtype"].get<std::string>().c_str() : "",
-                        first ? t["decomposition"].get<std::string>().c_str() : "", p["plane"].get<int>(), codecs.c_str(),
-                        p["plane_bytes"].get<unsigned long long>(), p["stored_bytes"].get<unsigned long long>(),
-                        p["ratio"].get<double>(), p["order0_bound_ratio"].get<double>());
+            for (const auto& [c, n] : codecs_by_name(ps)) codecs += (codecs.empty() ? "" : ",") + c;
+            const double bound = ps.order0_bits / 8;
+            std::printf("%-40.40s %-8s %-16s %5d %-12s %12llu %12llu %7.4f %7.4f\n", first ? shown.c_str() : "",
+                        first ? dtype.c_str() : "", first ? s.decomposition.c_str() : "", static_cast<int>(p), codecs.c_str(),
+                        static_cast<unsigned long long>(ps.plane_bytes), static_cast<unsigned long long>(ps.stored_bytes),
+                        ratio(static_cast<double>(ps.stored_bytes), static_cast<double>(ps.plane_bytes)),
+                        ratio(bound, static_cast<double>(ps.plane_bytes)));
             first = false;
         }
         if (first)  // an empty tensor: no planes, but a row, as --json lists it
-            std::printf("%-40.40s %-8s %-16s %5s %-12s %12d %12d %7s %7s\n", shown.c_str(),
-                        t["dtype"].get<std::string>().c_str(), t["decomposition"].get<std::string>().c_str(), "-", "-", 0,
-                        0, "-", "-");
+            std::printf("%-40.40s %-8s %-16s %5s %-12s %12d %12d %7s %7s\n", shown.c_str(), dtype.c_str(),
+                        s.decomposition.c_str(), "-", "-", 0, 0, "-", "-");
     }
-    std::printf("\n%s: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f (header %llu bytes)\n", printable(path).c_str(),
-                static_cast<unsigned long long>(store->original_size()), static_cast<unsigned long long>(store->stored_size()),
-                doc["ratio"].get<double>(), doc["order0_bound_ratio"].get<double>(),
+    std::printf("\n%s: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f (header %llu bytes)\n",
+                printable(path).c_str(), static_cast<unsigned long long>(store->original_size()),
+                static_cast<unsigned long long>(store->stored_size()), file_ratio, bound_ratio,
                 static_cast<unsigned long long>(store->prefix().size()));
-    for (const auto& [key, label] : {std::pair{"fp4_blocks", "fp4 blocks"}, std::pair{"block_scales", "block scales"}})
-        if (doc.contains(key)) {
-            const auto& r = doc[key];
-            std::printf("  %-13s %4zu tensors: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f\n",
-                        label, r["tensors"].get<size_t>(),
-                        r["original_bytes"].get<unsigned long long>(), r["stored_bytes"].get<unsigned long long>(),
-                        r["ratio"].get<double>(),
-                        r["order0_bound_ratio"].get<double>());
-        }
+    for (const auto& [role, label] : {std::pair{Role::fp4_blocks, "fp4 blocks"}, std::pair{Role::block_scales, "block scales"}}) {
+        const Totals& rt = role_totals[static_cast<int>(role)];
+        if (rt.tensors == 0) continue;
+        std::printf("  %-13s %4zu tensors: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f\n", label,
+                    rt.tensors, static_cast<unsigned long long>(rt.original), static_cast<unsigned long long>(rt.stored),
+                    ratio(static_cast<double>(rt.stored), static_cast<double>(rt.original)),
+                    ratio(rt.bound, static_cast<double>(rt.original)));
+    }
     if (list_chunks)
-        for (const auto& c : doc["chunks"])
-            std::printf("chunk %llu %s original %llu+%u stored %llu+%llu\n", c["index"].get<unsigned long long>(),
-                        printable(c["tensor"].get<std::string>()).c_str(), c["original_offset"].get<unsigned long long>(),
-                        c["original_length"].get<unsigned>(), c["stored_offset"].get<unsigned long long>(),
-                        c["stored_length"].get<unsigned long long>());
+        for (size_t i = 0; i < store->chunk_count(); ++i) {
+            const ChunkEntry& e = store->chunk(i);
+            std::printf("chunk %llu %s original %llu+%u stored %llu+%llu\n", static_cast<unsigned long long>(i),
+                        printable(tensors[e.tensor].name).c_str(), static_cast<unsigned long long>(e.original_offset),
+                        static_cast<unsigned>(e.original_length), static_cast<unsigned long long>(e.stored_offset),
+                        static_cast<unsigned long long>(e.stored_length()));
+        }
     return kOk;
 }
 

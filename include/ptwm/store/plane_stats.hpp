@@ -1,13 +1,13 @@
 // What a store holds, per tensor and per plane: sizes, the codecs its chunks
-// use, and histograms over the whole tensor, from which order-0 entropy
-// bounds follow. Shared by `ptwmfs-tool inspect` and the codec benchmark, so
-// the bound a ratio is judged against is computed one way.
+// use, and order-0 entropy bounds over the whole tensor. Shared by
+// `ptwmfs-tool inspect` and the codec benchmark, so the bound a ratio is
+// judged against is computed one way.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ptwm/codecs/codec.hpp"
@@ -18,8 +18,10 @@ namespace ptwm {
 struct PlaneStats {
     uint64_t plane_bytes = 0;
     uint64_t stored_bytes = 0;
-    std::map<std::string, uint64_t> codecs;  // codec name -> chunks using it
-    Histogram histogram{};                   // the plane's bytes over the whole tensor
+    // Each codec the plane's chunks use, with how many use it, in the order
+    // first met: nearly always one, so a short list (a map cost a node).
+    std::vector<std::pair<Codec, uint64_t>> codecs;
+    double order0_bits = 0;  // the order-0 entropy of the plane's bytes over the whole tensor
 };
 
 struct TensorStats {
@@ -27,12 +29,15 @@ struct TensorStats {
     uint64_t original_bytes = 0;
     uint64_t stored_bytes = 0;
     std::vector<PlaneStats> planes;
-    Histogram whole{};  // the tensor's own bytes (the whole-byte bound of FP8)
+    double whole_order0_bits = 0;  // of the tensor's own bytes (the whole-byte bound of FP8)
 };
 
 // Decodes every chunk (checking checksums: throws CorruptData on damage).
 // One entry per tensor of the header, in offset order. `progress`, when
 // set, is told the original bytes done and the total after each chunk.
+// The histograms the bounds come from are kept for one tensor at a time
+// (2 KiB each, one a plane and one of the whole bytes): kept for every
+// tensor, a file of 100,000 small tensors took 1 GB of them.
 std::vector<TensorStats> collect_plane_stats(
     const StoreReader& store, const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
