@@ -24,6 +24,9 @@ namespace {
 // A number option not given (-1 is a value to refuse).
 constexpr int kNotGiven = INT_MIN;
 
+// Keys of the options take_argument looks at itself.
+enum OptionKey { kKeyReadWrite = 1, kKeyReadOnly };
+
 // What fuse_opt_parse fills; converted into Options afterwards.
 struct RawOptions {
     char* cache_size = nullptr;
@@ -43,6 +46,9 @@ struct RawOptions {
     int remote_timeout = kNotGiven;
     char* fetch_ahead = nullptr;
     int fetch_connections = kNotGiven;
+    // The last of -o rw and -o ro, as mount(8) takes them: rw is refused,
+    // since the mount is always ro (mount(8) passes rw unless told ro).
+    bool read_write = false;
 };
 
 #define PTWMFS_OPT(templ, member, value) {templ, offsetof(RawOptions, member), value}
@@ -63,19 +69,26 @@ const fuse_opt kOptionSpec[] = {
     PTWMFS_OPT("remote_timeout=%d", remote_timeout, 0),
     PTWMFS_OPT("fetch_ahead=%s", fetch_ahead, 0),
     PTWMFS_OPT("fetch_connections=%d", fetch_connections, 0),
+    FUSE_OPT_KEY("rw", kKeyReadWrite),
+    FUSE_OPT_KEY("ro", kKeyReadOnly),
     FUSE_OPT_END,
 };
 #undef PTWMFS_OPT
 
 // The first non-option argument is the store directory; the second, the
-// mount point, stays for fuse_parse_cmdline.
-int take_store_dir(void* data, const char* arg, int key, fuse_args*) {
+// mount point, stays for fuse_parse_cmdline. rw and ro are noted and
+// dropped: parse_options adds ro itself.
+int take_argument(void* data, const char* arg, int key, fuse_args*) {
     auto* raw = static_cast<RawOptions*>(data);
-    if (key == FUSE_OPT_KEY_NONOPT && raw->store_dir == nullptr) {
-        raw->store_dir = strdup(arg);
-        return 0;
+    switch (key) {
+        case kKeyReadWrite: raw->read_write = true; return 0;
+        case kKeyReadOnly: raw->read_write = false; return 0;
+        case FUSE_OPT_KEY_NONOPT:
+            if (raw->store_dir != nullptr) return 1;
+            raw->store_dir = strdup(arg);
+            return 0;
+        default: return 1;
     }
-    return 1;
 }
 
 void print_usage(const char* program) {
@@ -83,7 +96,8 @@ void print_usage(const char* program) {
         "usage: %s STORE_DIR MOUNTPOINT [options]\n"
         "\n"
         "Serves a directory made by `ptwmfs-tool pack` as the original model\n"
-        "directory, read-only: every NAME.ptwm store appears as NAME.\n"
+        "directory, read-only: every NAME.ptwm store appears as NAME. -o rw is\n"
+        "refused (mount(8) and /etc/fstab pass rw unless given ro).\n"
         "\n"
         "ptwmfs options:\n"
         "    -o cache_size=SIZE     decoded-chunk cache, bytes with K/M/G suffix (256M)\n"
@@ -134,7 +148,7 @@ bool size_option(const char* text, const char* name, uint64_t& out) {
 
 ParseOutcome parse_options(fuse_args& args, Options& options) {
     RawOptions raw;
-    if (fuse_opt_parse(&args, &raw, kOptionSpec, take_store_dir) != 0) return ParseOutcome::exit_failure;
+    if (fuse_opt_parse(&args, &raw, kOptionSpec, take_argument) != 0) return ParseOutcome::exit_failure;
     std::unique_ptr<char, decltype(&free)> store_dir(raw.store_dir, &free);
     std::unique_ptr<char, decltype(&free)> cache_size(raw.cache_size, &free);
     std::unique_ptr<char, decltype(&free)> index_cache(raw.index_cache, &free);
@@ -158,6 +172,14 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     }
     if (store_dir == nullptr || options.fuse.mountpoint == nullptr) {
         fprintf(stderr, "usage: %s STORE_DIR MOUNTPOINT [options]  (--help for more)\n", args.argv[0]);
+        return ParseOutcome::exit_failure;
+    }
+    if (raw.read_write) {
+        // Mounting ro anyway would leave a caller that asked for rw to
+        // find out at its first write.
+        fprintf(stderr,
+                "ptwmfs: -o rw: the file system is read-only; mount it with -o ro (mount(8) and /etc/fstab "
+                "pass rw unless ro is given)\n");
         return ParseOutcome::exit_failure;
     }
 

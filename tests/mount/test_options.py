@@ -4,7 +4,7 @@ import os
 import subprocess
 import unittest
 
-from ptwmfs_testlib import TempDir, executable, make_packed_model
+from ptwmfs_testlib import Mount, TempDir, executable, make_packed_model
 
 
 class RefusedOptions(unittest.TestCase):
@@ -22,9 +22,12 @@ class RefusedOptions(unittest.TestCase):
     def assert_refused(self, mountpoint, options, message):
         args = [executable("PTWMFS"), self.store, mountpoint] + (["-o", options] if options else [])
         result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        mounted = os.path.ismount(mountpoint)
+        if mounted:  # accepted after all (and detached): leave no mount behind
+            subprocess.run(["fusermount3", "-u", mountpoint], check=False)
         self.assertNotEqual(result.returncode, 0, result.stderr)
         self.assertIn(message, result.stderr)
-        self.assertFalse(os.path.ismount(mountpoint))
+        self.assertFalse(mounted)
 
     def test_worker_counts_out_of_range(self):
         # A mistyped count must not start a million threads, or fall back
@@ -46,6 +49,16 @@ class RefusedOptions(unittest.TestCase):
         # The kernel takes whole KiB: 3K would have turned read-ahead off.
         self.assert_refused(self.mountpoint, "kernel_readahead=3K",
                             "kernel_readahead takes 0 (leave the kernel's) or 4K and more, not 3K")
+
+    def test_read_write(self):
+        # It was mounted ro anyway: whoever asked for rw learnt it at the
+        # first write. The last of rw and ro counts, as with mount(8).
+        for options in ["rw", "ro,rw", "allow_other,rw"]:
+            self.assert_refused(self.mountpoint, options, "-o rw: the file system is read-only; mount it with -o ro")
+
+    def test_read_only_after_read_write(self):
+        with Mount(self.store, "rw,ro") as mount:
+            self.assertTrue(os.statvfs(mount.path).f_flag & os.ST_RDONLY)
 
     def test_mount_point_that_is_a_file(self):
         # The kernel mounts a directory root on a file, and every access
