@@ -159,6 +159,12 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     std::unique_ptr<char, decltype(&free)> page_cache(raw.page_cache, &free);
     std::unique_ptr<char, decltype(&free)> kernel_readahead(raw.kernel_readahead, &free);
 
+    // Before fuse_parse_cmdline, which otherwise adds a subtype of its own
+    // (the program's basename): fusermount3 was given subtype=ptwmfs twice.
+    if (fuse_opt_add_arg(&args, "-osubtype=ptwmfs") != 0) {
+        fprintf(stderr, "ptwmfs: out of memory\n");
+        return ParseOutcome::exit_failure;
+    }
     if (fuse_parse_cmdline(&args, &options.fuse) != 0) return ParseOutcome::exit_failure;
     if (options.fuse.show_help) {
         print_usage(args.argv[0]);
@@ -267,11 +273,11 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
 
     // Always read-only (the kernel then refuses writes before they reach
     // us), and the kernel checks the files' own permission bits, which
-    // matters once allow_other lets other users in.
+    // matters once allow_other lets other users in. (subtype=ptwmfs went
+    // in before fuse_parse_cmdline.)
     char* mount_options = nullptr;
     bool ok = fuse_opt_add_opt(&mount_options, "ro") == 0 &&
               fuse_opt_add_opt(&mount_options, "default_permissions") == 0 &&
-              fuse_opt_add_opt(&mount_options, "subtype=ptwmfs") == 0 &&
               fuse_opt_add_opt_escaped(&mount_options, ("fsname=" + options.store_dir).c_str()) == 0;
     if (ok) ok = fuse_opt_add_arg(&args, "-o") == 0 && fuse_opt_add_arg(&args, mount_options) == 0;
     free(mount_options);

@@ -68,5 +68,38 @@ class RefusedOptions(unittest.TestCase):
         self.assert_refused(path, "", f"{path}: mount point is not a directory")
 
 
+def child_command_lines(pid):
+    """The argv lists of the processes whose parent is pid."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")[:-1]
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if parent == pid:
+            yield [arg.decode(errors="replace") for arg in argv]
+
+
+class MountCommandLine(unittest.TestCase):
+    def test_subtype_given_once(self):
+        # libfuse adds a subtype (the program's name) unless one is given
+        # before fuse_parse_cmdline; the daemon added its own after it.
+        # With auto_unmount (as Mount mounts) fusermount3 stays, a child of
+        # the daemon, and its command line shows the options it was given.
+        with TempDir() as tmp:
+            _, store = make_packed_model(tmp, scale=1)
+            with Mount(store) as mount:
+                fusermount = [argv for argv in child_command_lines(mount.process.pid)
+                              if argv and os.path.basename(argv[0]) == "fusermount3"]
+                self.assertEqual(len(fusermount), 1, fusermount)
+                argv = fusermount[0]
+                options = argv[argv.index("-o") + 1].split(",")
+                self.assertEqual([o for o in options if o.startswith("subtype=")], ["subtype=ptwmfs"], argv)
+
+
 if __name__ == "__main__":
     unittest.main()
