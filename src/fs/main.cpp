@@ -2,7 +2,6 @@
 // every NAME.ptwm store as the original NAME, byte for byte.
 #include <fuse_lowlevel.h>
 #include <malloc.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +11,7 @@
 #include <exception>
 #include <memory>
 
+#include "descriptor_limit.hpp"
 #include "filesystem.hpp"
 #include "idle_page_dropper.hpp"
 #include "index_cache.hpp"
@@ -33,14 +33,42 @@ using namespace ptwmfs;
 // is cached once, as the files it shows, a moment after the load.
 constexpr std::chrono::milliseconds kStoreIdle{1000};
 
-// Every local store keeps its file open (index loads and chunk reads), so a large
-// model directory can need more descriptors than the default soft limit.
-void raise_open_file_limit() {
-    rlimit limit{};
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-        limit.rlim_cur = limit.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &limit);
+// Descriptors a local store keeps open: its file, and with page_cache=direct
+// the same file opened again with O_DIRECT.
+size_t descriptors_per_store(ptwm::PageCachePolicy policy) {
+    return policy == ptwm::PageCachePolicy::direct ? 2 : 1;
+}
+
+// The local tree, or nothing once the reason is logged; a store directory
+// whose stores need more descriptors than the limit allows is refused here,
+// before mounting, with the numbers.
+std::optional<Tree> scan_local_tree(const Options& options) {
+    const size_t open_before = open_descriptor_count();
+    std::optional<Tree> tree;
+    size_t stores = 0, needed = 0;
+    try {
+        tree.emplace(Tree::scan(options.store_dir));
+        stores = tree->local_sources().size();
+        needed = open_descriptor_count() + kDescriptorsBesideStores;
+    } catch (const OutOfDescriptors&) {
+        // The partial tree is gone and its stores closed: count them by name.
+        try {
+            stores = Tree::count_store_files(options.store_dir);
+        } catch (const std::exception& e) {
+            log_error("%s", e.what());
+            return std::nullopt;
+        }
+        // (+ 1: the store directory, which the tree keeps open.)
+        needed = open_before + 1 + stores * descriptors_per_store(options.page_cache) + kDescriptorsBesideStores;
+    } catch (const std::exception& e) {
+        log_error("%s", e.what());
+        return std::nullopt;
     }
+    if (auto shortage = descriptor_shortage(options.store_dir, stores, needed)) {
+        log_error("%s", shortage->c_str());
+        return std::nullopt;
+    }
+    return tree;
 }
 
 // s3:// or https://: the object store, the disk cache, the manifest's tree.
@@ -91,11 +119,16 @@ int serve(fuse_args& args, const Options& options) {
     ptwm::set_default_page_cache_policy(options.page_cache);
 
     std::optional<Tree> tree;
-    try {
-        tree.emplace(options.remote ? load_remote_tree(options) : Tree::scan(options.store_dir));
-    } catch (const std::exception& e) {
-        log_error("%s", e.what());
-        return 1;
+    if (options.remote) {
+        try {
+            tree.emplace(load_remote_tree(options));
+        } catch (const std::exception& e) {
+            log_error("%s", e.what());
+            return 1;
+        }
+    } else {
+        tree = scan_local_tree(options);
+        if (!tree) return 1;
     }
     ptwm::ChunkCache cache(options.cache_size);
     IndexCache indexes(options.index_cache);

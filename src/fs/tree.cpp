@@ -29,12 +29,21 @@ struct Candidate {
     std::shared_ptr<const ptwm::ByteSource> store_source;  // stores: open, superblock checked
 };
 
+// Failed system calls that ran out of descriptors are the limit's fault,
+// not the file's: OutOfDescriptors, so that the daemon says what to raise.
+[[noreturn]] void throw_open_error(const std::string& path, const std::string& what) {
+    if (errno == EMFILE) throw OutOfDescriptors(path + ": " + what + ": " + strerror(EMFILE));
+    ptwm::throw_errno(path, what);
+}
+
 std::vector<std::string> list_directory(int dir_fd, const std::string& path) {
     int fd = dup(dir_fd);
     DIR* dir = fd < 0 ? nullptr : fdopendir(fd);
     if (dir == nullptr) {
+        const int error = errno;
         if (fd >= 0) close(fd);
-        ptwm::throw_errno(path, "cannot list directory");
+        errno = error;
+        throw_open_error(path, "cannot list directory");
     }
     std::vector<std::string> names;
     while (dirent* entry = readdir(dir)) {
@@ -109,7 +118,7 @@ public:
             if (tree_.nodes_[child].kind != NodeKind::directory) continue;
             const std::string name = tree_.nodes_[child].name;  // directories keep their names
             UniqueFd sub(openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-            if (!sub) ptwm::throw_errno(full_path(tree_.nodes_[child].disk_path), "cannot open directory");
+            if (!sub) throw_open_error(full_path(tree_.nodes_[child].disk_path), "cannot open directory");
             scan_directory(sub.get(), child);
         }
     }
@@ -157,7 +166,7 @@ private:
             {
                 // Refused if the name became a symlink since classify saw a regular file.
                 UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-                if (!fd) ptwm::throw_errno(path, "cannot open");
+                if (!fd) throw_open_error(path, "cannot open");
             }
             std::shared_ptr<const ptwm::ByteSource> source = ptwm::LocalFileSource::open(path);
             const ptwm::Superblock sb = ptwm::StoreReader::read_superblock(*source);
@@ -166,6 +175,8 @@ private:
             c.shown_name = stripped(name);
             c.attr.st_size = static_cast<off_t>(sb.original_size);
             c.attr.st_blocks = static_cast<blkcnt_t>((sb.original_size + 511) / 512);
+        } catch (const OutOfDescriptors&) {
+            throw;  // not the store's fault: the whole scan fails
         } catch (const std::exception& e) {
             log_error("%s: not a usable store, shown as the plain file it is: %s", path.c_str(), e.what());
         }
@@ -196,7 +207,7 @@ Tree Tree::scan(const std::string& store_dir) {
     Tree tree;
     tree.store_dir_ = store_dir;
     tree.root_fd_ = UniqueFd(open(store_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!tree.root_fd_) ptwm::throw_errno(store_dir, "cannot open store directory");
+    if (!tree.root_fd_) throw_open_error(store_dir, "cannot open store directory");
 
     tree.nodes_.emplace_back();  // inode 0 does not exist
     Node& root = tree.nodes_.emplace_back();
@@ -208,6 +219,32 @@ Tree Tree::scan(const std::string& store_dir) {
 
     Scanner(tree).scan_directory(tree.root_fd_.get(), FUSE_ROOT_ID);
     return tree;
+}
+
+namespace {
+
+size_t count_store_files_in(int dir_fd, const std::string& path) {
+    size_t count = 0;
+    for (const std::string& name : list_directory(dir_fd, path)) {
+        struct stat attr {};
+        if (fstatat(dir_fd, name.c_str(), &attr, AT_SYMLINK_NOFOLLOW) != 0) continue;  // scan leaves it out
+        if (S_ISREG(attr.st_mode) && shows_as_store(name)) {
+            ++count;
+        } else if (S_ISDIR(attr.st_mode)) {
+            UniqueFd sub(openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            if (!sub) throw_open_error(join(path, name), "cannot open directory");
+            count += count_store_files_in(sub.get(), join(path, name));
+        }
+    }
+    return count;
+}
+
+}  // namespace
+
+size_t Tree::count_store_files(const std::string& store_dir) {
+    UniqueFd root(open(store_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!root) throw_open_error(store_dir, "cannot open store directory");
+    return count_store_files_in(root.get(), store_dir);
 }
 
 const Node* Tree::node(fuse_ino_t ino) const {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ptwm/base/error.hpp"
 #include "ptwm/remote/disk_cache.hpp"
 #include "ptwm/remote/object_store.hpp"
 #include "store_file.hpp"
@@ -32,6 +33,13 @@ struct Node {
     std::unique_ptr<StoreFile> store;       // stores
 };
 
+// Tree::scan ran out of file descriptors (EMFILE) opening a store or a
+// directory: the stores need more than the limit allows.
+class OutOfDescriptors : public ptwm::Error {
+public:
+    using Error::Error;
+};
+
 class Tree {
 public:
     // Walks `store_dir` (absolute), reading only each store's superblock.
@@ -40,8 +48,14 @@ public:
     // superblock and a damaged header or index is shown as a store whose
     // reads fail with EIO (found on first read). Special files (devices,
     // FIFOs, sockets) are logged and left out. Throws ptwm::Error when the
-    // directory itself cannot be read.
+    // directory itself cannot be read, OutOfDescriptors when the store
+    // files need more descriptors than the limit leaves.
     static Tree scan(const std::string& store_dir);
+
+    // The files under `store_dir` that scan takes for stores, by their
+    // names (nothing is opened but one directory a level): how many
+    // descriptors the stores need once scan has run out of them.
+    static size_t count_store_files(const std::string& store_dir);
 
     // The tree a manifest lists at an s3:// or https:// URL (remote_tree.cpp):
     // stores are shown with the original size the manifest gives, and

@@ -55,11 +55,13 @@ def make_packed_model(workdir, scale=4):
 class Mount:
     """`with Mount(store_dir, "cache_size=1M") as m:` mounts with -f and
     auto_unmount, waits for the ready_fd byte, and on exit unmounts (lazily
-    if need be) and reaps the daemon; m.log() is its stderr."""
+    if need be) and reaps the daemon; m.log() is its stderr. preexec_fn
+    runs in the daemon's process before it starts (resource limits)."""
 
-    def __init__(self, store_dir, options=""):
+    def __init__(self, store_dir, options="", preexec_fn=None):
         self.store_dir = store_dir
         self.options = options
+        self.preexec_fn = preexec_fn
         self.path = None
         self.process = None
         self._log_file = None
@@ -72,7 +74,8 @@ class Mount:
         opts = f"auto_unmount,ready_fd={write_end}" + (f",{self.options}" if self.options else "")
         try:
             self.process = subprocess.Popen([executable("PTWMFS"), self.store_dir, self.path, "-f", "-o", opts],
-                                            pass_fds=(write_end,), stdout=self._log_file, stderr=self._log_file)
+                                            pass_fds=(write_end,), stdout=self._log_file, stderr=self._log_file,
+                                            preexec_fn=self.preexec_fn)
             os.close(write_end)
             write_end = -1
             ready, _, _ = select.select([read_end], [], [], 60)
