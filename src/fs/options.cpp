@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstddef>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include "ptwm/base/parallel.hpp"
@@ -21,21 +23,20 @@
 namespace ptwmfs {
 namespace {
 
-// A number option not given (-1 is a value to refuse).
-constexpr int kNotGiven = INT_MIN;
-
 // Keys of the options take_argument looks at itself.
 enum OptionKey { kKeyReadWrite = 1, kKeyReadOnly };
 
-// What fuse_opt_parse fills; converted into Options afterwards.
+// What fuse_opt_parse fills; converted into Options afterwards. Numbers
+// are taken as text too: fuse_opt's %d reads "2x" as 2 and "1e3" as 1,
+// and wraps 99999999999 around.
 struct RawOptions {
     char* cache_size = nullptr;
     char* index_cache = nullptr;
     char* readahead = nullptr;
     char* page_cache = nullptr;
     char* kernel_readahead = nullptr;
-    int workers = kNotGiven;
-    int ready_fd = -1;
+    char* workers = nullptr;
+    char* ready_fd = nullptr;
     int stats = 0;
     char* store_dir = nullptr;
     char* disk_cache = nullptr;
@@ -43,9 +44,9 @@ struct RawOptions {
     char* s3_endpoint = nullptr;
     char* region = nullptr;
     char* profile = nullptr;
-    int remote_timeout = kNotGiven;
+    char* remote_timeout = nullptr;
     char* fetch_ahead = nullptr;
-    int fetch_connections = kNotGiven;
+    char* fetch_connections = nullptr;
     // The last of -o rw and -o ro, as mount(8) takes them: rw is refused,
     // since the mount is always ro (mount(8) passes rw unless told ro).
     bool read_write = false;
@@ -58,17 +59,17 @@ const fuse_opt kOptionSpec[] = {
     PTWMFS_OPT("readahead=%s", readahead, 0),
     PTWMFS_OPT("page_cache=%s", page_cache, 0),
     PTWMFS_OPT("kernel_readahead=%s", kernel_readahead, 0),
-    PTWMFS_OPT("workers=%d", workers, 0),
-    PTWMFS_OPT("ready_fd=%d", ready_fd, 0),
+    PTWMFS_OPT("workers=%s", workers, 0),
+    PTWMFS_OPT("ready_fd=%s", ready_fd, 0),
     PTWMFS_OPT("stats", stats, 1),
     PTWMFS_OPT("disk_cache=%s", disk_cache, 0),
     PTWMFS_OPT("disk_cache_size=%s", disk_cache_size, 0),
     PTWMFS_OPT("s3_endpoint=%s", s3_endpoint, 0),
     PTWMFS_OPT("region=%s", region, 0),
     PTWMFS_OPT("profile=%s", profile, 0),
-    PTWMFS_OPT("remote_timeout=%d", remote_timeout, 0),
+    PTWMFS_OPT("remote_timeout=%s", remote_timeout, 0),
     PTWMFS_OPT("fetch_ahead=%s", fetch_ahead, 0),
-    PTWMFS_OPT("fetch_connections=%d", fetch_connections, 0),
+    PTWMFS_OPT("fetch_connections=%s", fetch_connections, 0),
     FUSE_OPT_KEY("rw", kKeyReadWrite),
     FUSE_OPT_KEY("ro", kKeyReadOnly),
     FUSE_OPT_END,
@@ -144,6 +145,21 @@ bool size_option(const char* text, const char* name, uint64_t& out) {
     return true;
 }
 
+// A whole decimal number, the whole of `text` (beyond long long: clamped,
+// for the range check to refuse with the text as given).
+bool number_option(const char* text, const char* name, std::optional<long long>& out) {
+    if (text == nullptr) return true;
+    char* end = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || std::isspace(static_cast<unsigned char>(*text))) {
+        fprintf(stderr, "ptwmfs: bad %s '%s': expected a whole number\n", name, text);
+        return false;
+    }
+    out = value;
+    return true;
+}
+
 }  // namespace
 
 ParseOutcome parse_options(fuse_args& args, Options& options) {
@@ -158,6 +174,8 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         fetch_ahead(raw.fetch_ahead, &free);
     std::unique_ptr<char, decltype(&free)> page_cache(raw.page_cache, &free);
     std::unique_ptr<char, decltype(&free)> kernel_readahead(raw.kernel_readahead, &free);
+    std::unique_ptr<char, decltype(&free)> workers_text(raw.workers, &free), ready_fd_text(raw.ready_fd, &free),
+        remote_timeout_text(raw.remote_timeout, &free), fetch_connections_text(raw.fetch_connections, &free);
 
     // Before fuse_parse_cmdline, which otherwise adds a subtype of its own
     // (the program's basename): fusermount3 was given subtype=ptwmfs twice.
@@ -186,6 +204,12 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         fprintf(stderr,
                 "ptwmfs: -o rw: the file system is read-only; mount it with -o ro (mount(8) and /etc/fstab "
                 "pass rw unless ro is given)\n");
+        return ParseOutcome::exit_failure;
+    }
+    std::optional<long long> workers, ready_fd, remote_timeout, fetch_connections;
+    if (!number_option(raw.workers, "workers", workers) || !number_option(raw.ready_fd, "ready_fd", ready_fd) ||
+        !number_option(raw.remote_timeout, "remote_timeout", remote_timeout) ||
+        !number_option(raw.fetch_connections, "fetch_connections", fetch_connections)) {
         return ParseOutcome::exit_failure;
     }
 
@@ -217,17 +241,21 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         if (s3_endpoint) options.s3_endpoint = s3_endpoint.get();
         if (region) options.region = region.get();
         if (profile) options.profile = profile.get();
-        if (raw.remote_timeout != kNotGiven && raw.remote_timeout <= 0) {
-            fprintf(stderr, "ptwmfs: remote_timeout must be 1 second or more\n");
+        if (remote_timeout && (*remote_timeout <= 0 || *remote_timeout > INT_MAX)) {
+            fprintf(stderr, "ptwmfs: remote_timeout must be 1 second or more (and at most %d), not %s\n", INT_MAX,
+                    raw.remote_timeout);
             return ParseOutcome::exit_failure;
         }
-        if (raw.remote_timeout != kNotGiven) options.remote_timeout = raw.remote_timeout;
+        if (remote_timeout) options.remote_timeout = static_cast<double>(*remote_timeout);
         if (!size_option(fetch_ahead.get(), "fetch_ahead", options.fetch_ahead)) return ParseOutcome::exit_failure;
-        if (raw.fetch_connections != kNotGiven && raw.fetch_connections <= 0) {
-            fprintf(stderr, "ptwmfs: fetch_connections must be 1 or more (fetch_ahead=0 turns fetch-ahead off)\n");
+        if (fetch_connections && (*fetch_connections <= 0 || *fetch_connections > INT_MAX)) {
+            fprintf(stderr,
+                    "ptwmfs: fetch_connections must be 1 or more (and at most %d; fetch_ahead=0 turns "
+                    "fetch-ahead off), not %s\n",
+                    INT_MAX, raw.fetch_connections);
             return ParseOutcome::exit_failure;
         }
-        if (raw.fetch_connections != kNotGiven) options.fetch_connections = static_cast<unsigned>(raw.fetch_connections);
+        if (fetch_connections) options.fetch_connections = static_cast<unsigned>(*fetch_connections);
     } else {
         // Absolute: the daemon changes directory to / when it detaches.
         std::unique_ptr<char, decltype(&free)> resolved(realpath(store_dir.get(), nullptr), &free);
@@ -263,12 +291,20 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         }
         options.page_cache = *policy;
     }
-    if (raw.workers != kNotGiven && (raw.workers < 0 || raw.workers > static_cast<int>(ptwm::kMaxThreads))) {
-        fprintf(stderr, "ptwmfs: workers takes 0 to %u, not %d\n", ptwm::kMaxThreads, raw.workers);
+    if (workers && (*workers < 0 || *workers > static_cast<long long>(ptwm::kMaxThreads))) {
+        fprintf(stderr, "ptwmfs: workers takes 0 to %u, not %s\n", ptwm::kMaxThreads, raw.workers);
         return ParseOutcome::exit_failure;
     }
-    options.workers = raw.workers != kNotGiven ? static_cast<unsigned>(raw.workers) : ptwm::default_threads();
-    options.ready_fd = raw.ready_fd;
+    options.workers = workers ? static_cast<unsigned>(*workers) : ptwm::default_threads();
+    if (ready_fd) {
+        // Not open, the byte would be written nowhere and whoever waits on
+        // it would wait forever; the failed write was only logged.
+        if (*ready_fd < 0 || *ready_fd > INT_MAX || fcntl(static_cast<int>(*ready_fd), F_GETFD) == -1) {
+            fprintf(stderr, "ptwmfs: ready_fd=%s: not an open file descriptor\n", raw.ready_fd);
+            return ParseOutcome::exit_failure;
+        }
+        options.ready_fd = static_cast<int>(*ready_fd);
+    }
     options.print_stats = raw.stats != 0;
 
     // Always read-only (the kernel then refuses writes before they reach

@@ -31,14 +31,30 @@ class RefusedOptions(unittest.TestCase):
 
     def test_worker_counts_out_of_range(self):
         # A mistyped count must not start a million threads, or fall back
-        # to the default without a word.
-        for workers in ["-1", "5000"]:
+        # to the default without a word. (99999999999 was shown wrapped
+        # around, as 1215752191.)
+        for workers in ["-1", "5000", "99999999999"]:
             self.assert_refused(self.mountpoint, "workers=" + workers, f"workers takes 0 to 1024, not {workers}")
+
+    def test_numbers_that_are_not_whole_numbers(self):
+        # fuse_opt's %d read the digits in front and ignored the rest:
+        # workers=2x ran 2 workers, workers=1e3 one.
+        for option in ["workers=2x", "workers=1e3", "workers=", "ready_fd=3 ", "ready_fd=abc"]:
+            name, text = option.split("=")
+            self.assert_refused(self.mountpoint, option, f"bad {name} '{text}': expected a whole number")
+
+    def test_ready_fd_not_open(self):
+        # The byte went nowhere (the failed write only logged) and whoever
+        # waited for it waited forever; -5 meant no ready_fd at all.
+        for fd in ["-5", "99"]:
+            self.assert_refused(self.mountpoint, "ready_fd=" + fd, f"ready_fd={fd}: not an open file descriptor")
 
     def test_remote_counts_out_of_range(self):
         # (Refused while parsing, before any request: no server needed.)
         for option, message in [("remote_timeout=-1", "remote_timeout must be 1 second or more"),
-                                ("fetch_connections=-1", "fetch_connections must be 1 or more")]:
+                                ("remote_timeout=5s", "bad remote_timeout '5s': expected a whole number"),
+                                ("fetch_connections=-1", "fetch_connections must be 1 or more"),
+                                ("fetch_connections=4x", "bad fetch_connections '4x': expected a whole number")]:
             args = [executable("PTWMFS"), "s3://bucket/prefix", self.mountpoint, "-o", option]
             result = subprocess.run(args, capture_output=True, text=True, timeout=60)
             self.assertNotEqual(result.returncode, 0, option)
