@@ -11,6 +11,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -257,6 +258,20 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         }
         if (fetch_connections) options.fetch_connections = static_cast<unsigned>(*fetch_connections);
     } else {
+        // They would be ignored, bad values too (fetch_ahead=abc mounted):
+        // whoever gave one expected it to do something.
+        const std::pair<const char*, const char*> remote_only[] = {
+            {"disk_cache", raw.disk_cache},         {"disk_cache_size", raw.disk_cache_size},
+            {"s3_endpoint", raw.s3_endpoint},       {"region", raw.region},
+            {"profile", raw.profile},               {"remote_timeout", raw.remote_timeout},
+            {"fetch_ahead", raw.fetch_ahead},       {"fetch_connections", raw.fetch_connections},
+        };
+        for (const auto& [name, text] : remote_only) {
+            if (text == nullptr) continue;
+            fprintf(stderr, "ptwmfs: -o %s=%s: only s3:// and https:// stores take it, not the directory %s\n", name,
+                    text, source.c_str());
+            return ParseOutcome::exit_failure;
+        }
         // Absolute: the daemon changes directory to / when it detaches.
         std::unique_ptr<char, decltype(&free)> resolved(realpath(store_dir.get(), nullptr), &free);
         if (resolved == nullptr) {

@@ -61,6 +61,12 @@ class RefusedOptions(unittest.TestCase):
             self.assertIn(message, result.stderr)
             self.assertFalse(os.path.ismount(self.mountpoint))
 
+    def test_remote_options_on_a_local_directory(self):
+        # They were ignored, bad values too: fetch_ahead=abc mounted.
+        for option in ["fetch_ahead=abc", "disk_cache_size=1G", "region=eu-west-1", "remote_timeout=5"]:
+            self.assert_refused(self.mountpoint, option,
+                                f"-o {option}: only s3:// and https:// stores take it, not the directory {self.store}")
+
     def test_kernel_readahead_below_a_page(self):
         # The kernel takes whole KiB: 3K would have turned read-ahead off.
         self.assert_refused(self.mountpoint, "kernel_readahead=3K",
