@@ -25,7 +25,7 @@ namespace ptwmfs {
 namespace {
 
 // Keys of the options take_argument looks at itself.
-enum OptionKey { kKeyReadWrite = 1, kKeyReadOnly };
+enum OptionKey { kKeyReadWrite = 1, kKeyReadOnly, kKeyMountName };
 
 // What fuse_opt_parse fills; converted into Options afterwards. Numbers
 // are taken as text too: fuse_opt's %d reads "2x" as 2 and "1e3" as 1,
@@ -51,6 +51,9 @@ struct RawOptions {
     // The last of -o rw and -o ro, as mount(8) takes them: rw is refused,
     // since the mount is always ro (mount(8) passes rw unless told ro).
     bool read_write = false;
+    // A subtype= or fsname= given: the daemon sets both, and the given
+    // one was overridden, or passed to fusermount3 beside the daemon's.
+    char* mount_name = nullptr;
 };
 
 #define PTWMFS_OPT(templ, member, value) {templ, offsetof(RawOptions, member), value}
@@ -73,6 +76,8 @@ const fuse_opt kOptionSpec[] = {
     PTWMFS_OPT("fetch_connections=%s", fetch_connections, 0),
     FUSE_OPT_KEY("rw", kKeyReadWrite),
     FUSE_OPT_KEY("ro", kKeyReadOnly),
+    FUSE_OPT_KEY("subtype=", kKeyMountName),
+    FUSE_OPT_KEY("fsname=", kKeyMountName),
     FUSE_OPT_END,
 };
 #undef PTWMFS_OPT
@@ -85,6 +90,9 @@ int take_argument(void* data, const char* arg, int key, fuse_args*) {
     switch (key) {
         case kKeyReadWrite: raw->read_write = true; return 0;
         case kKeyReadOnly: raw->read_write = false; return 0;
+        case kKeyMountName:
+            if (raw->mount_name == nullptr) raw->mount_name = strdup(arg);
+            return 0;
         case FUSE_OPT_KEY_NONOPT:
             if (raw->store_dir != nullptr) return 1;
             raw->store_dir = strdup(arg);
@@ -167,6 +175,7 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     RawOptions raw;
     if (fuse_opt_parse(&args, &raw, kOptionSpec, take_argument) != 0) return ParseOutcome::exit_failure;
     std::unique_ptr<char, decltype(&free)> store_dir(raw.store_dir, &free);
+    std::unique_ptr<char, decltype(&free)> mount_name(raw.mount_name, &free);
     std::unique_ptr<char, decltype(&free)> cache_size(raw.cache_size, &free);
     std::unique_ptr<char, decltype(&free)> index_cache(raw.index_cache, &free);
     std::unique_ptr<char, decltype(&free)> readahead(raw.readahead, &free);
@@ -205,6 +214,11 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         fprintf(stderr,
                 "ptwmfs: -o rw: the file system is read-only; mount it with -o ro (mount(8) and /etc/fstab "
                 "pass rw unless ro is given)\n");
+        return ParseOutcome::exit_failure;
+    }
+    if (mount_name) {
+        fprintf(stderr, "ptwmfs: -o %s: ptwmfs names its mounts itself (subtype=ptwmfs, fsname=STORE_DIR)\n",
+                mount_name.get());
         return ParseOutcome::exit_failure;
     }
     std::optional<long long> workers, ready_fd, remote_timeout, fetch_connections;

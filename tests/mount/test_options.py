@@ -61,6 +61,13 @@ class RefusedOptions(unittest.TestCase):
             self.assertIn(message, result.stderr)
             self.assertFalse(os.path.ismount(self.mountpoint))
 
+    def test_mount_names(self):
+        # The daemon's own fsname won without a word; a subtype went to
+        # fusermount3 beside the daemon's (subtype=foo,subtype=ptwmfs).
+        for option in ["subtype=foo", "fsname=bar"]:
+            self.assert_refused(self.mountpoint, option,
+                                f"-o {option}: ptwmfs names its mounts itself (subtype=ptwmfs, fsname=STORE_DIR)")
+
     def test_remote_options_on_a_local_directory(self):
         # They were ignored, bad values too: fetch_ahead=abc mounted.
         for option in ["fetch_ahead=abc", "disk_cache_size=1G", "region=eu-west-1", "remote_timeout=5"]:
