@@ -169,6 +169,29 @@ bool number_option(const char* text, const char* name, std::optional<long long>&
     return true;
 }
 
+// Whether libfuse takes what is left in `args`, its message printed if not.
+// fuse_session_new finds unknown options, and serve calls it only after the
+// scan: for an s3:// or https:// store after fetching the manifest, whose
+// failure then hid them (`-o bogus` with the server down said only that
+// the GET failed, a minute later). A session made and dropped finds them
+// first. (With -d, libfuse's version line is printed once more.)
+bool options_libfuse_takes(const fuse_args& args) {
+    fuse_args copy = FUSE_ARGS_INIT(0, nullptr);
+    bool ok = true;
+    for (int i = 0; ok && i < args.argc; ++i) ok = fuse_opt_add_arg(&copy, args.argv[i]) == 0;
+    fuse_session* trial = nullptr;
+    if (ok) {
+        const fuse_lowlevel_ops no_operations{};
+        trial = fuse_session_new(&copy, &no_operations, sizeof no_operations, nullptr);
+    } else {
+        fprintf(stderr, "ptwmfs: out of memory\n");
+    }
+    fuse_opt_free_args(&copy);
+    if (trial == nullptr) return false;
+    fuse_session_destroy(trial);
+    return true;
+}
+
 }  // namespace
 
 ParseOutcome parse_options(fuse_args& args, Options& options) {
@@ -350,7 +373,7 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         fprintf(stderr, "ptwmfs: out of memory\n");
         return ParseOutcome::exit_failure;
     }
-    return ParseOutcome::run;
+    return options_libfuse_takes(args) ? ParseOutcome::run : ParseOutcome::exit_failure;
 }
 
 }  // namespace ptwmfs

@@ -74,6 +74,18 @@ class RefusedOptions(unittest.TestCase):
             self.assert_refused(self.mountpoint, option,
                                 f"-o {option}: only s3:// and https:// stores take it, not the directory {self.store}")
 
+    def test_unknown_option_before_the_scan(self):
+        # Found by libfuse only after the scan: with a remote store whose
+        # server is down, the manifest's failed GET (after remote_timeout)
+        # was all that was said.
+        args = [executable("PTWMFS"), "http://127.0.0.1:9/prefix/", self.mountpoint,
+                "-o", "bogus,remote_timeout=30"]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("unknown option(s): `-o bogus'", result.stderr)
+        self.assertNotIn("ptwmfs-manifest.json", result.stderr)
+        self.assertFalse(os.path.ismount(self.mountpoint))
+
     def test_kernel_readahead_below_a_page(self):
         # The kernel takes whole KiB: 3K would have turned read-ahead off.
         self.assert_refused(self.mountpoint, "kernel_readahead=3K",
