@@ -48,8 +48,9 @@ struct RawOptions {
     char* remote_timeout = nullptr;
     char* fetch_ahead = nullptr;
     char* fetch_connections = nullptr;
-    // The last of -o rw and -o ro, as mount(8) takes them: rw is refused,
-    // since the mount is always ro (mount(8) passes rw unless told ro).
+    // The last of -o rw and -o ro, as mount(8) takes them: the mount is
+    // always ro, and rw gets a notice (mount(8) passes rw unless told ro,
+    // so fstab entries and `mount -t` without ro must still mount).
     bool read_write = false;
     // A subtype= or fsname= given: the daemon sets both, and the given
     // one was overridden, or passed to fusermount3 beside the daemon's.
@@ -106,8 +107,8 @@ void print_usage(const char* program) {
         "usage: %s STORE_DIR MOUNTPOINT [options]\n"
         "\n"
         "Serves a directory made by `ptwmfs-tool pack` as the original model\n"
-        "directory, read-only: every NAME.ptwm store appears as NAME. -o rw is\n"
-        "refused (mount(8) and /etc/fstab pass rw unless given ro).\n"
+        "directory, read-only: every NAME.ptwm store appears as NAME (-o rw is\n"
+        "mounted read-only too, with a notice).\n"
         "\n"
         "ptwmfs options:\n"
         "    -o cache_size=SIZE     decoded-chunk cache, bytes with K/M/G suffix (256M)\n"
@@ -232,12 +233,10 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         return ParseOutcome::exit_failure;
     }
     if (raw.read_write) {
-        // Mounting ro anyway would leave a caller that asked for rw to
-        // find out at its first write.
-        fprintf(stderr,
-                "ptwmfs: -o rw: the file system is read-only; mount it with -o ro (mount(8) and /etc/fstab "
-                "pass rw unless ro is given)\n");
-        return ParseOutcome::exit_failure;
+        // Not refused: mount(8) passes rw unless told ro, and an fstab entry
+        // without ro must mount. Said, so that whoever asked for a writable
+        // mount does not learn it at the first write.
+        fprintf(stderr, "ptwmfs: -o rw: the file system is read-only; mounting it read-only\n");
     }
     if (mount_name) {
         fprintf(stderr, "ptwmfs: -o %s: ptwmfs names its mounts itself (subtype=ptwmfs, fsname=STORE_DIR)\n",
