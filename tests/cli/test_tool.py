@@ -401,6 +401,15 @@ class ToolTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("which it would mirror into itself", p.stderr)
         self.assertEqual(sorted(os.listdir(src)), ["x"])
+        # A DST none of whose directories exists yet, inside SRC given
+        # relative: libstdc++'s weakly_canonical gave it back relative, no
+        # prefix of SRC's absolute path, and pack nested its staging
+        # directory in itself until ENAMETOOLONG.
+        for src_arg, dst_arg in ((".", "out"), ("./", "sub/out"), (".", ".")):
+            p = subprocess.run([TOOL, "pack", src_arg, dst_arg], capture_output=True, text=True, cwd=src)
+            self.assertEqual(p.returncode, 1, (src_arg, dst_arg, p.stderr))
+            self.assertIn("which it would mirror into itself", p.stderr)
+            self.assertEqual(sorted(os.listdir(src)), ["x"], (src_arg, dst_arg))
 
     def test_a_missing_source_is_missing_before_its_name_is_judged(self):
         # A name no manifest could hold (not UTF-8) on a source that is not

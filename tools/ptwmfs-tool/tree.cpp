@@ -61,8 +61,12 @@ void StagedDirectory::commit() {
 void require_outside(const fs::path& src, const fs::path& dst) {
     std::error_code ec;
     const auto absolute = [&](const fs::path& p) {
-        fs::path a = fs::weakly_canonical(p, ec);
-        return a.has_filename() ? a : a.parent_path();  // "d/" ends in an empty element
+        // Absolute first: where no leading part of a relative path exists
+        // yet, libstdc++'s weakly_canonical gives it back relative ("out",
+        // "sub/out"), and no relative path has "/cwd" as its prefix. "d/"
+        // ends in an empty element.
+        fs::path a = fs::weakly_canonical(fs::absolute(p, ec), ec).lexically_normal();
+        return a.has_filename() ? a : a.parent_path();
     };
     const fs::path from = absolute(src), to = absolute(dst);
     if (ec) return;  // (the walk reports what it cannot reach)
