@@ -13,11 +13,12 @@
 
 #include "log.hpp"
 #include "ptwm/base/error.hpp"
+#include "ptwm/store/store_names.hpp"
 
 namespace ptwmfs {
 namespace {
 
-constexpr std::string_view kStoreSuffix = ".ptwm";
+using ptwm::kStoreSuffix;
 
 // One directory entry, classified, before name clashes are settled.
 struct Candidate {

@@ -178,7 +178,7 @@ int pack_main(Args& args) {
                 // fails the pack either way.
                 std::string bad;
                 if (const auto header = parsed_header(in, bad)) {
-                    pack_one(in, *header, out.string() + ".ptwm");
+                    pack_one(in, *header, out.string() + std::string(kStoreSuffix));
                     return;
                 }
                 if (!copy_bad) throw Error(bad);
@@ -191,7 +191,7 @@ int pack_main(Args& args) {
         // (A FIFO would block the read until a writer came; a device has no end.)
         if (!fs::is_regular_file(src, ec))
             throw Error(src.string() + ": not a regular file or directory (pack reads a file by offsets, not as a stream)");
-        if (fs::is_directory(dst)) dst /= src.filename().string() + ".ptwm";
+        if (fs::is_directory(dst)) dst /= src.filename().string() + std::string(kStoreSuffix);
         require_other_file(src, dst);
         pack_one(src, read_safetensors_header(src), dst);
     }
