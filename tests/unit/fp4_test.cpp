@@ -225,6 +225,47 @@ TEST(Fp4, PairsTheOneScaleOfItsModuleOtherwise) {
     EXPECT_FALSE(scale_pair_of(h, "sc.scales_u8")) << "a scale-named tensor is never the blocks";
 }
 
+// A scale tensor whose own name and size make it blocks too (`w`, `w_scale`,
+// `w_scale_scale`, each a sixteenth of the one before: a checkpoint of
+// nested or double-quantised scales, or a chance of names) is not grouped
+// by its scales: a reader refuses a grouped chunk whose scales are grouped
+// (their scales would have to decode first), so a store that paired the
+// chain packed fine and then could not be opened at all. The chain's head
+// keeps its pair; the links below it are plain tensors.
+TEST(Fp4, AScaleTensorIsNeverPairedAsBlocks) {
+    const auto mx = make_mx(4096, 16, 5);  // scales of 4 KiB: grouped chunks, not small streams
+    const auto inner = make_mx(256, 16, 6);
+    const std::vector<uint8_t> scale_scales(inner.scales.begin(), inner.scales.begin() + 256);
+    const auto bytes = test::make_safetensors({
+        {"w", "U8", {4096, 16}, mx.blocks},
+        {"w_scale", "U8", {4096}, mx.scales},
+        {"w_scale_scale", "U8", {256}, scale_scales},
+        {"w_scale_scale_scale", "U8", {16}, std::vector<uint8_t>(16, 127)},
+    });
+    const auto h = parse_safetensors(bytes, bytes.size(), "x");
+    expect_paired(h, "w", "w_scale", Decomposition::fp4_mx_grouped);
+    EXPECT_FALSE(scale_pair_of(h, "w_scale")) << "w_scale holds w's scales";
+    EXPECT_FALSE(scale_pair_of(h, "w_scale_scale")) << "w_scale_scale holds w_scale's scales by name";
+
+    // The store of such a file opens and gives every byte back, with the
+    // blocks as blocks, at any chunk size.
+    for (uint32_t chunk : {4096u, 64u << 10}) {
+        TempDir dir;
+        test::write_file(dir / "m.safetensors", bytes);
+        PackOptions opt;
+        opt.chunk_bytes = chunk;
+        pack_file(dir / "m.safetensors", dir / "m.ptwm", opt);
+        const auto store = StoreReader::open(dir / "m.ptwm");
+        std::vector<uint8_t> back(store->original_size());
+        store->read(0, back);
+        EXPECT_EQ(back, bytes) << chunk;
+        for (size_t i = 0; i < store->chunk_count(); ++i) {
+            const auto& e = store->chunk(i);
+            EXPECT_EQ(is_grouped(e.decomposition), store->header().tensors[e.tensor].name == "w") << chunk << " chunk " << i;
+        }
+    }
+}
+
 TEST(Fp4, MxStoreRoundTripsAndBeatsTheUngroupedStream) {
     TempDir dir;
     const auto a = make_mx(5001, 16, 2), b = make_mx(77, 16, 3);

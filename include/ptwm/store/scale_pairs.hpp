@@ -26,7 +26,8 @@ struct ScalePair {
 // bytes. Failing those names, the one tensor of the same module whose name
 // says it is a scale and whose size and dtype fit (TensorRT-LLM: `weight`
 // with `weights_scaling_factor`). One entry per tensor of `h`, nullopt for
-// a tensor that is no paired FP4 tensor.
+// a tensor that is no paired FP4 tensor; a tensor that holds another's
+// scales is never paired itself (a reader refuses chains of pairs).
 std::vector<std::optional<ScalePair>> find_scale_pairs(const SafetensorsHeader& h);
 
 }  // namespace ptwm

@@ -94,6 +94,17 @@ std::vector<std::optional<ScalePair>> find_scale_pairs(const SafetensorsHeader& 
     }
     std::vector<std::optional<ScalePair>> pairs(h.tensors.size());
     for (uint32_t t = 0; t < h.tensors.size(); ++t) pairs[t] = pair_of(h, t, module_scales);
+    // No chains: a tensor that holds another's scales is not blocks itself
+    // (`w`, `w_scale`, `w_scale_scale`, each a sixteenth of the one before,
+    // pair link by link by name and size). A grouped chunk's scales must
+    // decode on their own, so a reader refuses a store whose scale tensor
+    // is grouped: such a pair packed, and its store could not be opened.
+    // Decided on the pairs as found, so that no link of a chain survives.
+    std::vector<bool> holds_scales(h.tensors.size());
+    for (const auto& pair : pairs)
+        if (pair) holds_scales[pair->scale_tensor] = true;
+    for (uint32_t t = 0; t < h.tensors.size(); ++t)
+        if (holds_scales[t]) pairs[t].reset();
     return pairs;
 }
 
