@@ -401,6 +401,19 @@ class ToolTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("which it would mirror into itself", p.stderr)
         self.assertEqual(sorted(os.listdir(src)), ["x"])
+        # Run a second time, `pack d d/out` must still say that DST is
+        # inside SRC, not that the first run's stores are *.ptwm sources.
+        (src / "out").mkdir()
+        (src / "out" / "x.ptwm").write_bytes(b"a store of a first run")
+        p = run("pack", src, src / "out", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("which it would mirror into itself", p.stderr)
+        (src / "note.txt").write_text("")
+        p = run("pack", src, src / "note.txt", check=False)
+        self.assertIn("note.txt: exists and is not a directory", p.stderr)
+        shutil.rmtree(src / "out")
+        (src / "note.txt").unlink()
+        self.assertEqual(sorted(os.listdir(src)), ["x"])
         # A DST none of whose directories exists yet, inside SRC given
         # relative: libstdc++'s weakly_canonical gave it back relative, no
         # prefix of SRC's absolute path, and pack nested its staging

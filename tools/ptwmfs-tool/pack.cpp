@@ -138,6 +138,15 @@ int pack_main(Args& args) {
     // First, as nothing else about a source that is not there is worth
     // saying (not that its name would not fit in a manifest).
     if (!fs::exists(src, ec)) throw Error(src.string() + ": no such file or directory");
+    // A directory's DST, before its names are judged: `pack model
+    // model/packed` run twice must say that DST is inside SRC, not that
+    // the first run's stores are source files named *.ptwm. (An upload's
+    // DST, its local temporary, is checked where it is made.)
+    const auto require_directory_dst = [&] {
+        if (fs::exists(dst, ec) && !fs::is_directory(dst)) throw Error(dst.string() + ": exists and is not a directory");
+        require_outside(src, dst);
+    };
+    if (!is_url(pos[1]) && fs::is_directory(src, ec)) require_directory_dst();
     // A tree uploaded to a prefix gets a manifest too.
     refuse_unkeepable_names(src, is_url(pos[1]) ? !url_names_store(pos[1]) : write_manifest);
     std::optional<RemoteUpload> upload;
@@ -168,9 +177,10 @@ int pack_main(Args& args) {
     // already a temporary one).
     std::optional<StagedDirectory> staged;
     if (fs::is_directory(src)) {
-        if (fs::exists(dst, ec) && !fs::is_directory(dst)) throw Error(dst.string() + ": exists and is not a directory");
-        require_outside(src, dst);
-        if (!upload) dst = staged.emplace(dst).path();
+        if (upload)
+            require_directory_dst();
+        else
+            dst = staged.emplace(dst).path();
         mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {
             if (looks_like_safetensors(in) || has_suffix(in.string(), ".safetensors")) {
                 // Only a header that does not parse is a bad file --on-bad
