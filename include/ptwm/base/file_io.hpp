@@ -82,8 +82,6 @@ public:
     void truncate(uint64_t size);
     void commit();
     const std::string& path() const { return path_; }
-    // The temporary written to until commit(), for reading back what was written.
-    const std::string& temp_path() const { return temp_path_; }
 
 private:
     std::string path_;

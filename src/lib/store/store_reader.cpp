@@ -77,6 +77,42 @@ void validate_entry(const ChunkEntry& e, size_t i, uint64_t expected_offset, uin
 
 }  // namespace
 
+void check_chunk_index(std::span<const uint8_t> index, const Superblock& sb, const SafetensorsHeader& header,
+                       const std::string& what, const std::function<void(const ChunkEntry&)>& each) {
+    if (index.size() != sb.chunk_count * kChunkEntryBytes)
+        throw Error(what + ": the index holds " + std::to_string(index.size()) + " bytes for " +
+                    std::to_string(sb.chunk_count) + " chunks");
+    const uint64_t data_begin = sb.prefix.length, data_end = sb.original_size;
+    const uint64_t payload_begin = sb.prefix.offset + sb.prefix.stored_length;
+    uint64_t expected_offset = data_begin, stored_end = payload_begin;
+    // A grouped chunk's scales must decode on their own: no chains of pairs.
+    std::vector<bool> grouped_tensor(header.tensors.size());
+    std::vector<std::pair<size_t, uint32_t>> scale_uses;  // (chunk, scale tensor) of grouped chunks
+    for (size_t i = 0; i < sb.chunk_count; ++i) {
+        const ChunkEntry e = decode_chunk_entry(
+            std::span<const uint8_t, kChunkEntryBytes>(index.data() + i * kChunkEntryBytes, kChunkEntryBytes));
+        validate_entry(e, i, expected_offset, data_end, header, what);
+        if (e.stored_offset < stored_end || e.stored_offset > sb.index.offset ||
+            e.stored_length() > sb.index.offset - e.stored_offset)
+            throw Error(what + ": index entry " + std::to_string(i) + ": its payload (" + std::to_string(e.stored_length()) +
+                        " bytes at " + std::to_string(e.stored_offset) +
+                        ") overlaps another chunk or lies outside the chunk data");
+        expected_offset += e.original_length;
+        stored_end = e.stored_offset + e.stored_length();
+        if (is_grouped(e.decomposition)) {
+            grouped_tensor[e.tensor] = true;
+            scale_uses.emplace_back(i, e.scale_tensor);
+        }
+        if (each) each(e);
+    }
+    for (auto [i, scale_tensor] : scale_uses)
+        if (grouped_tensor[scale_tensor])
+            throw Error(what + ": index entry " + std::to_string(i) + ": its scale tensor is itself grouped");
+    if (expected_offset != data_end)
+        throw Error(what + ": the chunks cover the data section up to " + std::to_string(expected_offset) + " of " +
+                    std::to_string(data_end) + " bytes");
+}
+
 std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
     return open(LocalFileSource::open(path));
 }
@@ -138,37 +174,9 @@ std::unique_ptr<StoreReader> StoreReader::open_shared(std::shared_ptr<const Byte
                     " bytes but its length field makes it " + std::to_string(header.prefix.size()));
     const std::vector<uint8_t> index = read_section(sb.index, "chunk index");
 
-    const uint64_t data_begin = sb.prefix.length, data_end = sb.original_size;
-    const uint64_t payload_begin = sb.prefix.offset + sb.prefix.stored_length;
-    uint64_t expected_offset = data_begin, stored_end = payload_begin;
-    // A grouped chunk's scales must decode on their own: no chains of pairs.
-    std::vector<bool> grouped_tensor(header.tensors.size());
-    std::vector<std::pair<size_t, uint32_t>> scale_uses;  // (chunk, scale tensor) of grouped chunks
     r->chunks_.reserve(sb.chunk_count);
-    for (size_t i = 0; i < sb.chunk_count; ++i) {
-        const ChunkEntry e = decode_chunk_entry(
-            std::span<const uint8_t, kChunkEntryBytes>(index.data() + i * kChunkEntryBytes, kChunkEntryBytes));
-        validate_entry(e, i, expected_offset, data_end, header, path);
-        if (e.stored_offset < stored_end || e.stored_offset > sb.index.offset ||
-            e.stored_length() > sb.index.offset - e.stored_offset)
-            throw Error(path + ": index entry " + std::to_string(i) + ": its payload (" + std::to_string(e.stored_length()) +
-                        " bytes at " + std::to_string(e.stored_offset) +
-                        ") overlaps another chunk or lies outside the chunk data");
-        expected_offset += e.original_length;
-        stored_end = e.stored_offset + e.stored_length();
-        if (is_grouped(e.decomposition)) {
-            grouped_tensor[e.tensor] = true;
-            scale_uses.emplace_back(i, e.scale_tensor);
-        }
-        r->chunks_.push_back(e);
-    }
+    check_chunk_index(index, sb, header, path, [&](const ChunkEntry& e) { r->chunks_.push_back(e); });
     r->chunks_.finish();
-    for (auto [i, scale_tensor] : scale_uses)
-        if (grouped_tensor[scale_tensor])
-            throw Error(path + ": index entry " + std::to_string(i) + ": its scale tensor is itself grouped");
-    if (expected_offset != data_end)
-        throw Error(path + ": the chunks cover the data section up to " + std::to_string(expected_offset) + " of " +
-                    std::to_string(data_end) + " bytes");
     r->tensors_ = TensorTable(header, sb.original_size);
     r->prefix_ = std::move(header.prefix);
     r->prefix_.shrink_to_fit();

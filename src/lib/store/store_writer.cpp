@@ -281,16 +281,11 @@ PackResult pack_file(const std::string& src, const SafetensorsHeader& header, co
     std::array<uint8_t, kSuperblockBytes> super{};
     encode_superblock(sb, super);
     out.write_at(0, super);
-    // Opened as a reader opens it (superblock, header, index: no payload)
-    // before it takes dst's place: what the reader would refuse fails the
-    // pack, with the original untouched, not every later open of the store.
-    // (Pairs chained by name once packed stores no reader opened.) It costs
-    // a header parse and the index, from the page cache.
-    try {
-        StoreReader::open(out.temp_path());
-    } catch (const Error& e) {
-        throw Error(dst + ": the store written does not read back, a bug in ptwmfs (please report it): " + e.what());
-    }
+    // Checked as a reader checks it on open, on what the writer holds:
+    // what a reader would refuse fails the pack, with DST untouched, not
+    // every later open of the store (pairs chained by name once packed
+    // stores no reader opened).
+    check_chunk_index(index, sb, header, src + ": the store written would not open, a bug in ptwmfs (please report it)");
     out.commit();
     return {original_size, sb.index.offset + sb.index.stored_length, plan.size(), batch_count};
 }
