@@ -14,6 +14,7 @@
 #include "ptwm/base/error.hpp"
 #include "ptwm/remote/http_source.hpp"
 #include "ptwm/remote/manifest.hpp"
+#include "ptwm/store/store_names.hpp"
 #include "tree.hpp"
 
 namespace ptwmfs {
@@ -121,7 +122,7 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
             // Nothing is fetched per store at mount: the manifest gives the
             // size, and the store opens on first read (StoreFile::load).
             n.kind = NodeKind::store;
-            if (n.name.size() > 5 && n.name.ends_with(".ptwm")) n.name.resize(n.name.size() - 5);
+            if (ptwm::shows_as_store(n.name)) n.name = std::string(ptwm::shown_store_name(n.name));
             n.attr.st_mode = S_IFREG | e.mode;
             n.attr.st_size = static_cast<off_t>(e.original_size);
             const ptwm::remote::RemoteUrl object = store->object(e.path);

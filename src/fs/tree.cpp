@@ -19,6 +19,8 @@ namespace ptwmfs {
 namespace {
 
 using ptwm::kStoreSuffix;
+using ptwm::shown_store_name;
+using ptwm::shows_as_store;
 
 // One directory entry, classified, before name clashes are settled.
 struct Candidate {
@@ -66,16 +68,6 @@ std::string read_link(int dir_fd, const std::string& name, size_t size_hint, con
         }
         target.resize(target.size() * 2);
     }
-}
-
-// NAME.ptwm without its suffix.
-std::string_view stripped(std::string_view name) { return name.substr(0, name.size() - kStoreSuffix.size()); }
-
-// Whether a file of this name is shown as a store: `.ptwm`, `..ptwm` and
-// `...ptwm` would be shown as nothing, `.` and `..`.
-bool shows_as_store(std::string_view name) {
-    if (name.size() <= kStoreSuffix.size() || !name.ends_with(kStoreSuffix)) return false;
-    return stripped(name) != "." && stripped(name) != "..";
 }
 
 std::string join(const std::string& dir, const std::string& name) {
@@ -148,7 +140,7 @@ private:
                 open_store(dir_fd, name, path, c);
             } else if (name.ends_with(kStoreSuffix)) {
                 log_error("%s: a store would be shown as '%s', shown as the plain file it is", path.c_str(),
-                          std::string(stripped(name)).c_str());
+                          std::string(shown_store_name(name)).c_str());
             }
         } else {
             log_error("%s: not a regular file, directory or symlink, left out", path.c_str());
@@ -173,7 +165,7 @@ private:
             const ptwm::Superblock sb = ptwm::StoreReader::read_superblock(*source);
             c.store_source = std::move(source);
             c.kind = NodeKind::store;
-            c.shown_name = stripped(name);
+            c.shown_name = shown_store_name(name);
             c.attr.st_size = static_cast<off_t>(sb.original_size);
             c.attr.st_blocks = static_cast<blkcnt_t>((sb.original_size + 511) / 512);
         } catch (const OutOfDescriptors&) {
