@@ -95,20 +95,21 @@ class Gen:
             out += pool[at:at + block_bytes]
         return bytes(out)
 
-    def e4m3(self, n):
+    def fp8(self, n, exponent_bits, mean, sd):
         # Normal-ish FP8 weights: exponents concentrated, sign random.
+        mantissa_bits = 7 - exponent_bits
+        top = (1 << exponent_bits) - 1
         out = bytearray(n)
         for i in range(n):
-            e = max(0, min(15, int(self.r.gauss(6, 1.5))))
-            out[i] = (self.r.getrandbits(1) << 7) | (e << 3) | self.r.getrandbits(3)
+            e = max(0, min(top, int(self.r.gauss(mean, sd))))
+            out[i] = (self.r.getrandbits(1) << 7) | (e << mantissa_bits) | self.r.getrandbits(mantissa_bits)
         return bytes(out)
 
+    def e4m3(self, n):
+        return self.fp8(n, 4, 6, 1.5)
+
     def e5m2(self, n):
-        out = bytearray(n)
-        for i in range(n):
-            e = max(0, min(31, int(self.r.gauss(13, 2))))
-            out[i] = (self.r.getrandbits(1) << 7) | (e << 2) | self.r.getrandbits(2)
-        return bytes(out)
+        return self.fp8(n, 5, 13, 2)
 
     def f32(self, values):
         return struct.pack(f"<{len(values)}f", *values)
