@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cctype>
+#include <cstdarg>
 #include <climits>
 #include <cstddef>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <fuse_log.h>
 #include <sys/stat.h>
 
 #include "ptwm/base/parallel.hpp"
@@ -175,7 +177,12 @@ bool number_option(const char* text, const char* name, std::optional<long long>&
 // scan: for an s3:// or https:// store after fetching the manifest, whose
 // failure then hid them (`-o bogus` with the server down said only that
 // the GET failed, a minute later). A session made and dropped finds them
-// first. (With -d, libfuse's version line is printed once more.)
+// first. Its debug lines (with -d, the version line) are dropped: the real
+// session prints them.
+void log_all_but_debug(enum fuse_log_level level, const char* format, va_list args) {
+    if (level != FUSE_LOG_DEBUG) vfprintf(stderr, format, args);
+}
+
 bool options_libfuse_takes(const fuse_args& args) {
     fuse_args copy = FUSE_ARGS_INIT(0, nullptr);
     bool ok = true;
@@ -183,7 +190,9 @@ bool options_libfuse_takes(const fuse_args& args) {
     fuse_session* trial = nullptr;
     if (ok) {
         const fuse_lowlevel_ops no_operations{};
+        fuse_set_log_func(log_all_but_debug);
         trial = fuse_session_new(&copy, &no_operations, sizeof no_operations, nullptr);
+        fuse_set_log_func(nullptr);  // libfuse's own again
     } else {
         fprintf(stderr, "ptwmfs: out of memory\n");
     }
