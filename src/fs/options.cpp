@@ -158,13 +158,15 @@ bool size_option(const char* text, const char* name, uint64_t& out) {
 }
 
 // A whole decimal number, the whole of `text` (beyond long long: clamped,
-// for the range check to refuse with the text as given).
+// for the range check to refuse with the text as given). No leading space
+// or '+', which strtoll would take and the sizes do not; a '-' is left for
+// the range checks, whose messages say what the option takes.
 bool number_option(const char* text, const char* name, std::optional<long long>& out) {
     if (text == nullptr) return true;
     char* end = nullptr;
     errno = 0;
     const long long value = std::strtoll(text, &end, 10);
-    if (end == text || *end != '\0' || std::isspace(static_cast<unsigned char>(*text))) {
+    if (end == text || *end != '\0' || std::isspace(static_cast<unsigned char>(*text)) || *text == '+') {
         fprintf(stderr, "ptwmfs: bad %s '%s': expected a whole number\n", name, text);
         return false;
     }

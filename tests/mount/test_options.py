@@ -39,7 +39,7 @@ class RefusedOptions(unittest.TestCase):
     def test_numbers_that_are_not_whole_numbers(self):
         # fuse_opt's %d read the digits in front and ignored the rest:
         # workers=2x ran 2 workers, workers=1e3 one.
-        for option in ["workers=2x", "workers=1e3", "workers=", "ready_fd=3 ", "ready_fd=abc"]:
+        for option in ["workers=2x", "workers=1e3", "workers=+3", "workers=", "ready_fd=3 ", "ready_fd=abc"]:
             name, text = option.split("=")
             self.assert_refused(self.mountpoint, option, f"bad {name} '{text}': expected a whole number")
 
@@ -54,7 +54,8 @@ class RefusedOptions(unittest.TestCase):
         for option, message in [("remote_timeout=-1", "remote_timeout must be 1 second or more"),
                                 ("remote_timeout=5s", "bad remote_timeout '5s': expected a whole number"),
                                 ("fetch_connections=-1", "fetch_connections must be 1 or more"),
-                                ("fetch_connections=4x", "bad fetch_connections '4x': expected a whole number")]:
+                                ("fetch_connections=4x", "bad fetch_connections '4x': expected a whole number"),
+                                ("fetch_connections=+4", "bad fetch_connections '+4': expected a whole number")]:
             args = [executable("PTWMFS"), "s3://bucket/prefix", self.mountpoint, "-o", option]
             result = subprocess.run(args, capture_output=True, text=True, timeout=60)
             self.assertNotEqual(result.returncode, 0, option)
