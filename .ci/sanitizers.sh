@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# The mount tests print their Python stacks a minute before meson's timeout
+# (tests/mount/ptwmfs_testlib.py); the timeouts here are 4 x 900 s.
+export PTWMFS_TEST_STACKS_AFTER=3540
 [ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 ninja -C build-asan
 meson test -C build-asan --print-errorlogs --timeout-multiplier 4

@@ -5,6 +5,7 @@ The paths of the built executables come from the environment:
 PTWMFS (the daemon), PTWMFS_TOOL (ptwmfs-tool), PTWMFS_STORE_LAYOUT
 (tests/mount/store_layout.cpp) and PTWMFS_SOURCE_ROOT (the repo).
 """
+import faulthandler
 import hashlib
 import json
 import mmap
@@ -20,6 +21,12 @@ SOURCE_ROOT = os.environ.get("PTWMFS_SOURCE_ROOT",
                              os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "data"))
 import make_model  # noqa: E402  (tests/data/make_model.py)
+
+# A test that hangs is stopped by meson (SIGTERM) without a word of where.
+# A minute before meson's timeout (900 s; .ci/sanitizers.sh multiplies it
+# and says so here), every thread's Python stack goes to stderr, which
+# meson prints with the failure.
+faulthandler.dump_traceback_later(float(os.environ.get("PTWMFS_TEST_STACKS_AFTER", "840")), exit=False)
 
 PAGE = 4096
 STATS_XATTR = "user.ptwmfs.stats"

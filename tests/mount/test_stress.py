@@ -211,22 +211,31 @@ def reader_thread(mount_path, corpus, seed, deadline, stop, counters, slot, note
 
 
 class StopFlag:
-    """An Event plus whether the file system has been taken away (after
-    which errors are expected), shared across fork."""
+    """Whether readers should stop, and whether the file system has been
+    taken away (after which errors are expected), shared across fork.
+    Two bytes of shared memory with no lock, for the reason given in
+    Counters: a multiprocessing.Event takes a lock in is_set(), a reader
+    killed by SIGBUS while one of its threads held it left it held, and
+    the test's set() then waited on it until meson's timeout (seen in CI,
+    in the SIGTERM test, where most readers die of SIGBUS)."""
+
+    STOP, GONE = 0, 1
 
     def __init__(self, context):
-        self.event = context.Event()
-        self.gone_event = context.Event()
+        self.flags = context.Array("b", 2, lock=False)
 
     def is_set(self):
-        return self.event.is_set()
+        return self.flags[self.STOP] != 0
 
     def set(self):
-        self.event.set()
+        self.flags[self.STOP] = 1
 
     @property
     def gone(self):
-        return self.gone_event.is_set()
+        return self.flags[self.GONE] != 0
+
+    def set_gone(self):
+        self.flags[self.GONE] = 1
 
 
 def reader_process(mount_path, corpus, name, seconds, stop, counters, keep_open, conn):
@@ -413,7 +422,7 @@ class Stress(unittest.TestCase):
             # Take the file system away under a fresh batch of readers.
             after = self.start_and_warm(mount, "unmount", PROCESSES)
             self.taken_at = time.monotonic()
-            after.stop.gone_event.set()
+            after.stop.set_gone()
             how = unmount(mount.path)
             status, exit_seconds, _ = self.assert_clean_teardown(mount, after, 10, how)
             gone = after.summary()
@@ -432,7 +441,7 @@ class Stress(unittest.TestCase):
             readers = self.start_and_warm(mount, "sigterm", 4)
             time.sleep(1)
             self.taken_at = time.monotonic()
-            readers.stop.gone_event.set()
+            readers.stop.set_gone()
             mount.process.send_signal(signal.SIGTERM)
             status, exit_seconds, exitcodes = self.assert_clean_teardown(mount, readers, 10, "SIGTERM")
             gone = readers.summary()
