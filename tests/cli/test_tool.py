@@ -602,6 +602,30 @@ class ToolTest(unittest.TestCase):
         self.assertEqual([t["name"] for t in doc["tensors"]], names)
         self.assertEqual({c["tensor"] for c in doc["chunks"]}, set(names))
 
+    def test_messages_escape_control_characters_in_file_names(self):
+        # A file name is as hostile as a tensor name: pack's, verify's and
+        # the errors' lines show its control bytes as \xHH, never raw.
+        src = self.tmp / "hostile"
+        src.mkdir()
+        shutil.copy(self.model_dir() / "model.safetensors", src / "a\x1b[2Jred.safetensors")
+        (src / "b\x1b]0;title\x07.safetensors").write_bytes(b"junk")
+        p = subprocess.run([TOOL, "pack", src, self.tmp / "p"], capture_output=True)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(rb"b\x1b]0;title\x07.safetensors: not a safetensors file", p.stderr)
+        p = subprocess.run([TOOL, "pack", "--on-bad", "copy", src, self.tmp / "q"], capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(rb"warning: copying unchanged: ", p.stderr)
+        self.assertIn(rb"a\x1b[2Jred.safetensors: ", p.stdout)
+        v = subprocess.run([TOOL, "verify", self.tmp / "q"], capture_output=True)
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertIn(rb"OK " + bytes(self.tmp / "q") + rb"/a\x1b[2Jred.safetensors.ptwm", v.stdout)
+        u = subprocess.run([TOOL, "unpack", self.tmp / "gone\x1b[2J.ptwm", self.tmp / "out"], capture_output=True)
+        self.assertEqual(u.returncode, 1, u.stderr)
+        self.assertIn(rb"gone\x1b[2J.ptwm", u.stderr)
+        for output in (p.stdout, p.stderr, v.stdout, u.stderr):
+            self.assertNotIn(b"\x1b", output)
+            self.assertNotIn(b"\x07", output)
+
     def test_inspect_memory_stays_proportional_to_the_file(self):
         # 30,000 tensors of two F32 values (a 2.8 MB file). inspect kept 2 KiB
         # histograms of every tensor and plane (10 KB a tensor) and built the

@@ -11,6 +11,7 @@
 #include "command.hpp"
 #include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
+#include "ptwm/base/utf8.hpp"
 #include "ptwmfs_version.h"
 
 namespace {
@@ -76,17 +77,19 @@ int main(int argc, char** argv) {
         if (command == "unpack") return unpack_main(args);
         if (command == "verify") return verify_main(args);
         if (command == "inspect") return inspect_main(args);
-        std::fprintf(stderr, "ptwmfs-tool: unknown command '%s'\n\n%s", command.c_str(), kUsageText);
+        std::fprintf(stderr, "ptwmfs-tool: unknown command '%s'\n\n%s", ptwm::printable(command).c_str(), kUsageText);
         return kBadUsage;
     } catch (const UsageError& e) {
-        std::fprintf(stderr, "ptwmfs-tool %s: %s (see 'ptwmfs-tool %s --help')\n", command.c_str(), e.message.c_str(),
+        std::fprintf(stderr, "ptwmfs-tool %s: %s (see 'ptwmfs-tool %s --help')\n", command.c_str(),
+                     ptwm::printable(e.message).c_str(),
                      command.c_str());
         return kBadUsage;
     } catch (const ptwm::Cancelled& e) {
-        std::fprintf(stderr, "\nptwmfs-tool %s: %s: stopped, nothing half-written left\n", command.c_str(), e.what());
+        std::fprintf(stderr, "\nptwmfs-tool %s: %s: stopped, nothing half-written left\n", command.c_str(),
+                     ptwm::printable(e.what()).c_str());
         return 128 + e.signal();
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "ptwmfs-tool %s: error: %s\n", command.c_str(), e.what());
+        std::fprintf(stderr, "ptwmfs-tool %s: error: %s\n", command.c_str(), ptwm::printable(e.what()).c_str());
         return kFailed;
     }
 }

@@ -12,6 +12,7 @@
 #include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
+#include "ptwm/base/utf8.hpp"
 #include "ptwm/base/size_text.hpp"
 #include "ptwm/remote/manifest.hpp"
 #include "ptwm/store/safetensors.hpp"
@@ -168,7 +169,7 @@ int pack_main(Args& args) {
         totals.stored += r.stored_bytes;
         ++totals.files_packed;
         if (!quiet)
-            std::printf("%s: %s -> %s (%.4f)\n", in.c_str(), human_bytes(r.original_bytes).c_str(),
+            std::printf("%s: %s -> %s (%.4f)\n", printable(in.string()).c_str(), human_bytes(r.original_bytes).c_str(),
                         human_bytes(r.stored_bytes).c_str(),
                         r.original_bytes ? static_cast<double>(r.stored_bytes) / static_cast<double>(r.original_bytes) : 1.0);
     };
@@ -192,7 +193,7 @@ int pack_main(Args& args) {
                     return;
                 }
                 if (!copy_bad) throw Error(bad);
-                std::fprintf(stderr, "ptwmfs-tool pack: warning: copying unchanged: %s\n", bad.c_str());
+                std::fprintf(stderr, "ptwmfs-tool pack: warning: copying unchanged: %s\n", printable(bad).c_str());
             }
             copy_file_atomic(in, out);
             ++totals.files_copied;

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "ptwm/base/utf8.hpp"
+
 namespace ptwm::tool {
 
 Progress::Progress() : enabled_(::isatty(STDERR_FILENO) == 1) {}
@@ -17,7 +19,7 @@ void Progress::update(const std::string& label, uint64_t done, uint64_t total) {
     const double share = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
     const int filled = static_cast<int>(share * kWidth);
     std::fprintf(stderr, "\r\033[K[%.*s%*s] %3d%% %s", filled, "##############################", kWidth - filled, "",
-                 static_cast<int>(share * 100), label.c_str());
+                 static_cast<int>(share * 100), printable(label).c_str());
     std::fflush(stderr);
     drawn_ = true;
 }

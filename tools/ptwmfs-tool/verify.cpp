@@ -12,6 +12,7 @@
 #include "command.hpp"
 #include "progress.hpp"
 #include "ptwm/base/error.hpp"
+#include "ptwm/base/utf8.hpp"
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/store/store_decoder.hpp"
 #include "ptwm/store/store_names.hpp"
@@ -101,7 +102,7 @@ public:
         opt.threads = threads_;
         opt.on_damaged = [&](size_t, const std::string& message) {
             ++damaged;
-            std::printf("DAMAGED %s\n", message.c_str());
+            std::printf("DAMAGED %s\n", printable(message).c_str());
         };
         opt.progress = [&](uint64_t done, uint64_t total) { progress_.update(store_path.filename().string(), done, total); };
         std::vector<uint8_t> expected;
@@ -125,7 +126,7 @@ public:
         if (first_difference)
             return fail(store_path.string() + ": differs from " + original->string() + " at byte " +
                         std::to_string(*first_difference));
-        std::printf("OK %s (%zu chunks%s)\n", store_path.c_str(), store->chunk_count(),
+        std::printf("OK %s (%zu chunks%s)\n", printable(store_path.string()).c_str(), store->chunk_count(),
                     original ? ", identical to the original" : "");
         return true;
     }
@@ -204,7 +205,7 @@ public:
             const auto listed = remote::Manifest::parse(read_whole_file(path), path.string());
             if (const auto difference = first_difference(listed, remote::Manifest::of_directory(tree)))
                 return fail(path.string() + ": " + *difference);
-            std::printf("OK %s (%zu entries, as in the tree)\n", path.c_str(), listed.entries.size());
+            std::printf("OK %s (%zu entries, as in the tree)\n", printable(path.string()).c_str(), listed.entries.size());
         } catch (const Error& e) {
             return fail(e.what());
         }
@@ -212,7 +213,7 @@ public:
     }
 
     bool fail(const std::string& message) {
-        std::printf("FAILED %s\n", message.c_str());
+        std::printf("FAILED %s\n", printable(message).c_str());
         ++failures_;
         return false;
     }
