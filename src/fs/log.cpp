@@ -6,6 +6,9 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
+#include <string>
+
+#include "ptwm/base/utf8.hpp"
 
 namespace ptwmfs {
 namespace {
@@ -13,14 +16,18 @@ namespace {
 std::atomic<bool> use_syslog{false};
 
 void write_line(int priority, const char* format, va_list args) {
+    // Names in messages come from the store directory and its files: a
+    // control byte in one is shown as \xHH, never sent to a terminal or a
+    // log raw.
+    char line[2048];
+    vsnprintf(line, sizeof line, format, args);
+    const std::string shown = ptwm::printable(line);
     if (use_syslog) {
-        vsyslog(priority, format, args);
+        syslog(priority, "%s", shown.c_str());
         return;
     }
     // One buffered write per message so lines from worker threads do not interleave.
-    char line[2048];
-    vsnprintf(line, sizeof line, format, args);
-    fprintf(stderr, "ptwmfs: %s\n", line);
+    fprintf(stderr, "ptwmfs: %s\n", shown.c_str());
 }
 
 void libfuse_log(enum fuse_log_level level, const char* format, va_list args) {

@@ -66,6 +66,9 @@ class DamagedStore(unittest.TestCase):
         junk = os.path.join(self.store, "broken.safetensors.ptwm")
         with open(junk, "wb") as f:
             f.write(b"definitely not a store" * 100)
+        # A hostile name: the log shows its escape as \x1b, never raw.
+        with open(os.path.join(self.store, "evil\x1b[2J.ptwm"), "wb") as f:
+            f.write(b"not one either")
         with Mount(self.store) as mount:
             names = os.listdir(mount.path)
             self.assertIn("broken.safetensors.ptwm", names)
@@ -74,6 +77,8 @@ class DamagedStore(unittest.TestCase):
             self.assertEqual(sha256_read(mount / "adapters/lora.safetensors"),
                              sha256_read(os.path.join(self.original, "adapters/lora.safetensors")))
         self.assertIn("broken.safetensors.ptwm", mount.log())
+        self.assertIn("evil\\x1b[2J.ptwm: not a usable store", mount.log())
+        self.assertNotIn("\x1b", mount.log())
 
 
 if __name__ == "__main__":
