@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <fuse_log.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ptwm/base/parallel.hpp"
 #include "ptwm/remote/remote_url.hpp"
@@ -121,8 +122,9 @@ void print_usage(const char* program) {
         "    -o page_cache=POLICY   what reading stores leaves in the page cache: drop\n"
         "                           (default: pages dropped once read), direct (O_DIRECT)\n"
         "                           or keep\n"
-        "    -o kernel_readahead=SIZE  the mount's kernel read-ahead (1M, at least 4K; needs root,\n"
-        "                           else the kernel's 128K stays; 0: leave it)\n"
+        "    -o kernel_readahead=SIZE  the mount's kernel read-ahead (1M; needs root, else the\n"
+        "                           kernel's 128K stays; 0: leave it): whole pages (4K), at\n"
+        "                           most 2^32 - 1 of them (17179869180K)\n"
         "    -o stats               print statistics to stderr at exit\n"
         "    -o ready_fd=N          write one byte to fd N once mounted, then close it\n"
         "\n"
@@ -171,6 +173,39 @@ bool number_option(const char* text, const char* name, std::optional<long long>&
         return false;
     }
     out = value;
+    return true;
+}
+
+// -o kernel_readahead: 0, or what the kernel keeps as it is. read_ahead_kb
+// takes any number of KiB but keeps whole pages, rounding down (4097 bytes
+// would be 4K, 6K 4K again), and each open file takes its copy of the
+// window as a 32-bit count of pages: 2^32 pages and more wrap around (16T
+// gives 4 KiB reads, no read-ahead at all). Below a page is none either.
+bool kernel_readahead_in_range(const char* text, uint64_t bytes) {
+    if (text == nullptr || bytes == 0) return true;
+    const long page_size = sysconf(_SC_PAGESIZE);
+    const uint64_t page = page_size > 0 ? static_cast<uint64_t>(page_size) : 4096;
+    const uint64_t most = page * UINT32_MAX;
+    if (bytes < page) {
+        fprintf(stderr, "ptwmfs: kernel_readahead takes 0 (leave the kernel's) or %lluK and more, not %s\n",
+                static_cast<unsigned long long>(page >> 10), text);
+        return false;
+    }
+    if (bytes > most) {
+        fprintf(stderr,
+                "ptwmfs: kernel_readahead takes at most %lluK (2^32 - 1 pages of %lluK: the kernel counts a file's "
+                "read-ahead in 32 bits, and more wraps around), not %s\n",
+                static_cast<unsigned long long>(most >> 10), static_cast<unsigned long long>(page >> 10), text);
+        return false;
+    }
+    if (bytes % page != 0) {
+        fprintf(stderr,
+                "ptwmfs: kernel_readahead takes whole pages, a multiple of %lluK, not %s (the kernel would round it "
+                "down to %lluK)\n",
+                static_cast<unsigned long long>(page >> 10), text,
+                static_cast<unsigned long long>((bytes - bytes % page) >> 10));
+        return false;
+    }
     return true;
 }
 
@@ -335,12 +370,7 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         return ParseOutcome::exit_failure;
     }
     options.kernel_readahead_given = kernel_readahead != nullptr;
-    if (options.kernel_readahead > 0 && options.kernel_readahead < 4096) {
-        // The kernel takes whole KiB, and read-ahead below a page is none.
-        fprintf(stderr, "ptwmfs: kernel_readahead takes 0 (leave the kernel's) or 4K and more, not %s\n",
-                kernel_readahead.get());
-        return ParseOutcome::exit_failure;
-    }
+    if (!kernel_readahead_in_range(kernel_readahead.get(), options.kernel_readahead)) return ParseOutcome::exit_failure;
     if (options.cache_size == 0) {
         fprintf(stderr, "ptwmfs: cache_size must be larger than 0\n");
         return ParseOutcome::exit_failure;

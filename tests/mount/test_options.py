@@ -92,6 +92,39 @@ class RefusedOptions(unittest.TestCase):
         self.assert_refused(self.mountpoint, "kernel_readahead=3K",
                             "kernel_readahead takes 0 (leave the kernel's) or 4K and more, not 3K")
 
+    def test_kernel_readahead_in_part_pages(self):
+        # read_ahead_kb keeps whole pages, rounding down: 4097 bytes and 6K
+        # were both mounted with 4K, without a word.
+        page = os.sysconf("SC_PAGE_SIZE")
+        for size in [str(page + 1), f"{page // 1024 + 2}K", f"{page + 512}"]:
+            self.assert_refused(self.mountpoint, "kernel_readahead=" + size,
+                                f"kernel_readahead takes whole pages, a multiple of {page // 1024}K, not {size} "
+                                f"(the kernel would round it down to {page // 1024}K)")
+
+    def test_kernel_readahead_beyond_what_a_file_keeps(self):
+        # A file's read-ahead window is a 32-bit count of pages: 2^32 pages
+        # (16T with 4K pages) wrapped around to none, and 99999G was taken.
+        page = os.sysconf("SC_PAGE_SIZE")
+        most = page * (2**32 - 1)
+        for size in ["99999G", f"{(most + page) // 1024}K", f"{most + page}"]:
+            self.assert_refused(self.mountpoint, "kernel_readahead=" + size,
+                                f"kernel_readahead takes at most {most // 1024}K (2^32 - 1 pages of {page // 1024}K: "
+                                f"the kernel counts a file's read-ahead in 32 bits, and more wraps around), not {size}")
+
+    def test_kernel_readahead_bounds_are_kept(self):
+        # What is accepted is what the kernel keeps, byte for byte: one
+        # page, and 2^32 - 1 of them.
+        if os.geteuid() != 0:
+            self.skipTest("setting a mount's read-ahead needs root")
+        page = os.sysconf("SC_PAGE_SIZE")
+        for size in [page, page * (2**32 - 1)]:
+            with Mount(self.store, f"kernel_readahead={size // 1024}K") as mount:
+                os.stat(mount / "model.safetensors")  # the first request after INIT applies it
+                device = os.stat(mount.path).st_dev
+                with open(f"/sys/class/bdi/{os.major(device)}:{os.minor(device)}/read_ahead_kb") as f:
+                    self.assertEqual(int(f.read()), size // 1024)
+                self.assertNotIn("kernel_readahead", mount.log())
+
     def test_read_write(self):
         # mount(8) passes rw unless told ro: an fstab entry without ro must
         # mount, read-only, and say so (it did so without a word).
