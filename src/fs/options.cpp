@@ -136,7 +136,7 @@ void print_usage(const char* program) {
         "    -o profile=P           profile of ~/.aws/credentials and config\n"
         "    -o remote_timeout=S    a read retries for up to S seconds, then fails with EIO (60)\n"
         "    -o fetch_ahead=SIZE    fetched ahead of a sequential reader, in the background (16M; 0: none)\n"
-        "    -o fetch_connections=N background range GETs in flight at once (8)\n"
+        "    -o fetch_connections=N background range GETs in flight at once, 1-1024 (8)\n"
         "\n",
         program);
 }
@@ -331,11 +331,15 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         }
         if (remote_timeout) options.remote_timeout = static_cast<double>(*remote_timeout);
         if (!size_option(fetch_ahead.get(), "fetch_ahead", options.fetch_ahead)) return ParseOutcome::exit_failure;
-        if (fetch_connections && (*fetch_connections <= 0 || *fetch_connections > INT_MAX)) {
+        // Each is a thread of its own (FetchPool), with a connection and a
+        // disk-cache file open: as many as workers may have, and counted in
+        // the descriptor check (descriptor_limit.hpp).
+        if (fetch_connections &&
+            (*fetch_connections <= 0 || *fetch_connections > static_cast<long long>(ptwm::kMaxThreads))) {
             fprintf(stderr,
-                    "ptwmfs: fetch_connections must be 1 or more (and at most %d; fetch_ahead=0 turns "
-                    "fetch-ahead off), not %s\n",
-                    INT_MAX, raw.fetch_connections);
+                    "ptwmfs: fetch_connections must be 1 or more (and at most %u, a thread each; fetch_ahead=0 "
+                    "turns fetch-ahead off), not %s\n",
+                    ptwm::kMaxThreads, raw.fetch_connections);
             return ParseOutcome::exit_failure;
         }
         if (fetch_connections) options.fetch_connections = static_cast<unsigned>(*fetch_connections);

@@ -54,6 +54,11 @@ class RefusedOptions(unittest.TestCase):
         for option, message in [("remote_timeout=-1", "remote_timeout must be 1 second or more"),
                                 ("remote_timeout=5s", "bad remote_timeout '5s': expected a whole number"),
                                 ("fetch_connections=-1", "fetch_connections must be 1 or more"),
+                                # A thread and a connection each: 2^31 - 1 were taken.
+                                ("fetch_connections=1025",
+                                 "fetch_connections must be 1 or more (and at most 1024, a thread each; "
+                                 "fetch_ahead=0 turns fetch-ahead off), not 1025"),
+                                ("fetch_connections=2147483647", "(and at most 1024, a thread each; "),
                                 ("fetch_connections=4x", "bad fetch_connections '4x': expected a whole number"),
                                 ("fetch_connections=+4", "bad fetch_connections '+4': expected a whole number")]:
             args = [executable("PTWMFS"), "s3://bucket/prefix", self.mountpoint, "-o", option]
