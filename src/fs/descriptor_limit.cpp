@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace ptwmfs {
 
@@ -26,17 +27,66 @@ size_t open_descriptor_count() {
     return count - 1;  // the listing's own
 }
 
-std::optional<std::string> descriptor_shortage(const std::string& store_dir, size_t stores, size_t needed) {
+namespace {
+
+// "a", "a and b", "a, b and c".
+std::string listed(const std::vector<std::string>& items) {
+    std::string text;
+    for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) text += i + 1 == items.size() ? " and " : ", ";
+        text += items[i];
+    }
+    return text;
+}
+
+std::string clone_fd_part(const DescriptorNeeds& needs) {
+    return std::to_string(needs.clone_fd) + " for -o clone_fd's FUSE threads";
+}
+
+// The limit, when `needed` is more than it allows.
+std::optional<uint64_t> limit_below(size_t needed) {
     rlimit limit{};
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || needed <= limit.rlim_cur)
         return std::nullopt;
-    // The soft limit is the hard one by now (raise_open_file_limit): only
-    // whoever starts the daemon can raise it further.
+    return limit.rlim_cur;
+}
+
+// The soft limit is the hard one by now (raise_open_file_limit): only
+// whoever starts the daemon can raise it further.
+std::string how_to_raise(size_t needed, uint64_t limit) {
+    return "more than the limit of " + std::to_string(limit) + "; raise it where ptwmfs is started, e.g. 'ulimit -n " +
+           std::to_string(needed) + "' in its shell (LimitNOFILE= in a systemd unit)";
+}
+
+}  // namespace
+
+std::optional<std::string> descriptor_shortage(const std::string& store_dir, size_t stores,
+                                               const DescriptorNeeds& needs) {
+    const size_t needed = needs.total();
+    const auto limit = limit_below(needed);
+    if (!limit) return std::nullopt;
+    std::vector<std::string> parts{"the stores'"};
+    if (needs.clone_fd > 0) parts.push_back(clone_fd_part(needs));
+    parts.push_back(std::to_string(kDescriptorsBesideStores) + " for the mount itself");
     return store_dir + ": its " + std::to_string(stores) + " stores need " + std::to_string(needed) +
-           " open file descriptors (the stores' and " + std::to_string(kDescriptorsBesideStores) +
-           " for the mount itself), more than the limit of " + std::to_string(limit.rlim_cur) +
-           "; raise it where ptwmfs is started, e.g. 'ulimit -n " + std::to_string(needed) +
-           "' in its shell (LimitNOFILE= in a systemd unit)";
+           " open file descriptors (" + listed(parts) + "), " + how_to_raise(needed, *limit);
+}
+
+std::optional<std::string> remote_descriptor_shortage(const std::string& url, const DescriptorNeeds& needs) {
+    const size_t needed = needs.total();
+    const auto limit = limit_below(needed);
+    if (!limit) return std::nullopt;
+    std::vector<std::string> threads;
+    if (needs.fetch_connections > 0) threads.push_back(std::to_string(needs.fetch_connections) + " fetch connections");
+    if (needs.fuse_threads > 0) threads.push_back(std::to_string(needs.fuse_threads) + " FUSE threads");
+    if (needs.workers > 0) threads.push_back(std::to_string(needs.workers) + " decode-ahead workers");
+    // Parts with lists of their own: separated by semicolons.
+    std::string parts = std::to_string(needs.held) + " open already; " + std::to_string(needs.requests()) +
+                        " for a connection and a disk-cache file for each of " + listed(threads) + "; ";
+    if (needs.clone_fd > 0) parts += clone_fd_part(needs) + "; ";
+    parts += "and " + std::to_string(kDescriptorsBesideStores) + " for the mount itself";
+    return url + ": the mount needs " + std::to_string(needed) + " open file descriptors (" + parts + "), " +
+           how_to_raise(needed, *limit);
 }
 
 }  // namespace ptwmfs

@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -39,17 +40,32 @@ size_t descriptors_per_store(ptwm::PageCachePolicy policy) {
     return policy == ptwm::PageCachePolicy::direct ? 2 : 1;
 }
 
+// Threads serving FUSE requests: max_threads (libfuse starts at least
+// one), or the one of -s.
+size_t fuse_threads(const Options& options) {
+    return options.fuse.singlethread ? 1 : std::max(1u, options.fuse.max_threads);
+}
+
+// What the daemon will open besides what it holds: with -o clone_fd every
+// FUSE thread of the multi-threaded loop opens /dev/fuse again.
+DescriptorNeeds descriptor_needs(const Options& options) {
+    DescriptorNeeds needs;
+    if (options.fuse.clone_fd && !options.fuse.singlethread) needs.clone_fd = fuse_threads(options);
+    return needs;
+}
+
 // The local tree, or nothing once the reason is logged; a store directory
 // whose stores need more descriptors than the limit allows is refused here,
 // before mounting, with the numbers.
 std::optional<Tree> scan_local_tree(const Options& options) {
     const size_t open_before = open_descriptor_count();
     std::optional<Tree> tree;
-    size_t stores = 0, needed = 0;
+    size_t stores = 0;
+    DescriptorNeeds needs = descriptor_needs(options);
     try {
         tree.emplace(Tree::scan(options.store_dir));
         stores = tree->local_sources().size();
-        needed = open_descriptor_count() + kDescriptorsBesideStores;
+        needs.held = open_descriptor_count();
     } catch (const OutOfDescriptors&) {
         // The partial tree is gone and its stores closed: count them by name.
         try {
@@ -59,16 +75,34 @@ std::optional<Tree> scan_local_tree(const Options& options) {
             return std::nullopt;
         }
         // (+ 1: the store directory, which the tree keeps open.)
-        needed = open_before + 1 + stores * descriptors_per_store(options.page_cache) + kDescriptorsBesideStores;
+        needs.held = open_before + 1 + stores * descriptors_per_store(options.page_cache);
     } catch (const std::exception& e) {
         log_error("%s", e.what());
         return std::nullopt;
     }
-    if (auto shortage = descriptor_shortage(options.store_dir, stores, needed)) {
+    if (auto shortage = descriptor_shortage(options.store_dir, stores, needs)) {
         log_error("%s", shortage->c_str());
         return std::nullopt;
     }
     return tree;
+}
+
+// Whether the requests of an s3:// or https:// mount have the descriptors
+// they need, the reason logged if not. Before the first request: the limit
+// is known without the server.
+bool remote_descriptors_suffice(const Options& options) {
+    DescriptorNeeds needs = descriptor_needs(options);
+    needs.held = open_descriptor_count();
+    // As HttpSource and Prefetcher start them: no background fetches with
+    // fetch_ahead=0, no decode-ahead workers without a window.
+    needs.fetch_connections = options.fetch_ahead > 0 ? options.fetch_connections : 0;
+    needs.fuse_threads = fuse_threads(options);
+    needs.workers = std::min(options.readahead, options.cache_size / 4) > 0 ? options.workers : 0;
+    if (auto shortage = remote_descriptor_shortage(options.store_dir, needs)) {
+        log_error("%s", shortage->c_str());
+        return false;
+    }
+    return true;
 }
 
 // s3:// or https://: the object store, the disk cache, the manifest's tree.
@@ -120,6 +154,7 @@ int serve(fuse_args& args, const Options& options) {
 
     std::optional<Tree> tree;
     if (options.remote) {
+        if (!remote_descriptors_suffice(options)) return 1;
         try {
             tree.emplace(load_remote_tree(options));
         } catch (const std::exception& e) {

@@ -5,6 +5,7 @@ more descriptors than that it says so, with the numbers, before mounting
 failed with 'failed to open /dev/fuse: Too many open files')."""
 import json
 import os
+import re
 import resource
 import struct
 import subprocess
@@ -57,6 +58,63 @@ class ManyStores(unittest.TestCase):
         # Refused as a whole, not store by store.
         self.assertNotIn("not a usable store", result.stderr)
         self.assertNotIn("/dev/fuse", result.stderr)
+
+    def refused(self, source, options, limit):
+        """ptwmfs SOURCE on the class's mount point with -o options, under
+        an open-file limit of `limit`: its stderr, once refused."""
+        result = subprocess.run([executable("PTWMFS"), source, self.mountpoint, "-o", options],
+                                preexec_fn=open_file_limit(limit, limit), capture_output=True, text=True, timeout=60)
+        mounted = os.path.ismount(self.mountpoint)
+        if mounted:  # accepted after all (and detached): leave no mount behind
+            subprocess.run(["fusermount3", "-u", self.mountpoint], check=False)
+        self.assertFalse(mounted)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        return result.stderr
+
+    def test_clone_fd_threads_are_counted(self):
+        # With -o clone_fd every FUSE thread opens /dev/fuse again: 100
+        # threads' were not counted, the mount came up, and the threads
+        # past the limit carried on without (or failed to start).
+        limit = 200
+        with Mount(self.store, preexec_fn=open_file_limit(limit, limit)):
+            pass  # the stores alone fit
+        stderr = self.refused(self.store, "clone_fd,max_threads=100", limit)
+        needed = re.search(rf"{self.store}: its {STORES} stores need (\d+) open file descriptors "
+                           r"\(the stores', 100 for -o clone_fd's FUSE threads and 32 for the mount itself\), "
+                           rf"more than the limit of {limit}; raise it where ptwmfs is started, "
+                           r"e.g. 'ulimit -n (\d+)'", stderr)
+        self.assertIsNotNone(needed, stderr)
+        # The stores' (100, the directory, the standard streams) and the rest.
+        self.assertEqual(needed[1], needed[2])
+        self.assertGreaterEqual(int(needed[1]), STORES + 1 + 3 + 100 + 32)
+        self.assertLessEqual(int(needed[1]), STORES + 1 + 3 + 100 + 32 + 8)
+
+    def test_page_cache_direct_is_counted_with_clone_fd(self):
+        # Both counted: 100 stores opened twice, 10 threads' /dev/fuse.
+        stderr = self.refused(self.store, "page_cache=direct,clone_fd", 240)
+        self.assertRegex(stderr, rf"{self.store}: its {STORES} stores need 2[4-9][0-9] open file descriptors "
+                                 r"\(the stores', 10 for -o clone_fd's FUSE threads and 32 for the mount itself\), "
+                                 r"more than the limit of 240")
+
+    def test_remote_requests_are_counted(self):
+        # Each thread making requests keeps a connection and opens a
+        # disk-cache file: fetch_connections=100 was taken under a limit of
+        # 128, and the requests failed once mounted. Refused before the
+        # first request, with the numbers: no server needed.
+        stderr = self.refused("s3://bucket/prefix", "fetch_connections=100,workers=4,remote_timeout=1", 128)
+        needed = re.search(r"s3://bucket/prefix: the mount needs (\d+) open file descriptors \((\d+) open already; "
+                           r"228 for a connection and a disk-cache file for each of 100 fetch connections, "
+                           r"10 FUSE threads and 4 decode-ahead workers; and 32 for the mount itself\), "
+                           r"more than the limit of 128; raise it where ptwmfs is started, e.g. 'ulimit -n (\d+)'",
+                           stderr)
+        self.assertIsNotNone(needed, stderr)
+        self.assertEqual(int(needed[1]), int(needed[2]) + 228 + 32)
+        self.assertEqual(needed[1], needed[3])
+        self.assertNotIn("ptwmfs-manifest.json", stderr)
+        # clone_fd's threads counted too; no decode-ahead workers with workers=0.
+        stderr = self.refused("s3://bucket/prefix", "clone_fd,max_threads=40,workers=0,remote_timeout=1", 128)
+        self.assertIn("96 for a connection and a disk-cache file for each of 8 fetch connections and 40 FUSE threads; "
+                      "40 for -o clone_fd's FUSE threads; and 32 for the mount itself", stderr)
 
     def test_low_soft_limit_is_raised_to_the_hard_limit(self):
         # A hard limit above ours can only be lowered (raising it needs root).
