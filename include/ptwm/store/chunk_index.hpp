@@ -1,7 +1,11 @@
-// A store's chunk index as the reader keeps it in memory: the fields of
-// every ChunkEntry in a structure of arrays of about 30 bytes a chunk for
-// two-plane BF16 chunks, where a std::vector<ChunkEntry> takes 88. A 500 GB
-// model in 256 KiB chunks has two million of them.
+// A store's chunk index: what its entries must promise (check_chunk_index,
+// which the reader runs on open and the writer on what it wrote), and how
+// the reader keeps it in memory (ChunkIndex).
+//
+// ChunkIndex keeps the fields of every ChunkEntry in a structure of arrays
+// of about 30 bytes a chunk for two-plane BF16 chunks, where a
+// std::vector<ChunkEntry> takes 88. A 500 GB model in 256 KiB chunks has
+// two million of them.
 //
 // What is kept per chunk: its checksum (8 bytes), original length (4),
 // tensor (4), the id of its coding (4: decomposition, plane codecs, scale
@@ -18,12 +22,28 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "ptwm/store/safetensors.hpp"
 #include "ptwm/store/store_format.hpp"
 
 namespace ptwm {
+
+// Everything a store's chunk index promises that can be checked without
+// decoding a payload: each entry against the header (decomposition, codecs,
+// extent inside its tensor, a scale tensor that pairs), the chunks tiling
+// the data section in order, payloads in order between the header section
+// and the index, no grouped chunk whose scale tensor is grouped itself.
+// `index` holds sb.chunk_count encoded entries; `each` gets every entry
+// once it is checked. Throws Error, its message starting with `what`.
+// StoreReader::open runs it on every store; the writer on what it wrote,
+// before the store takes its name.
+void check_chunk_index(std::span<const uint8_t> index, const Superblock& sb, const SafetensorsHeader& header,
+                       const std::string& what, const std::function<void(const ChunkEntry&)>& each = {});
 
 class ChunkIndex {
 public:

@@ -25,18 +25,6 @@
 
 namespace ptwm {
 
-// Everything a store's chunk index promises that can be checked without
-// decoding a payload: each entry against the header (decomposition, codecs,
-// extent inside its tensor, a scale tensor that pairs), the chunks tiling
-// the data section in order, payloads in order between the header section
-// and the index, no grouped chunk whose scale tensor is grouped itself.
-// `index` holds sb.chunk_count encoded entries; `each` gets every entry
-// once it is checked. Throws Error, its message starting with `what`.
-// StoreReader::open runs it on every store; the writer on what it wrote,
-// before the store takes its name.
-void check_chunk_index(std::span<const uint8_t> index, const Superblock& sb, const SafetensorsHeader& header,
-                       const std::string& what, const std::function<void(const ChunkEntry&)>& each = {});
-
 class StoreReader {
 public:
     // Opens and validates superblock, prefix and index (checksums, extents

@@ -1,8 +1,92 @@
 #include "ptwm/store/chunk_index.hpp"
 
 #include <algorithm>
+#include <utility>
+
+#include "ptwm/base/error.hpp"
+#include "ptwm/planes/fp4_groups.hpp"
 
 namespace ptwm {
+namespace {
+
+// Everything a chunk entry promises that can be checked without decoding.
+void validate_entry(const ChunkEntry& e, size_t i, uint64_t expected_offset, uint64_t data_end,
+                    const SafetensorsHeader& h, const std::string& what) {
+    const std::string where = what + ": index entry " + std::to_string(i) + ": ";
+    if (!is_known(e.decomposition))
+        throw Error(where + "unknown decomposition id " + std::to_string(static_cast<int>(e.decomposition)));
+    if (e.plane_count != plane_count(e.decomposition))
+        throw Error(where + std::to_string(e.plane_count) + " planes where " + std::string(name(e.decomposition)) + " has " +
+                    std::to_string(plane_count(e.decomposition)));
+    for (unsigned p = 0; p < kMaxPlanes; ++p) {
+        if (p < e.plane_count && !is_known(e.codec[p]))
+            throw Error(where + "plane " + std::to_string(p) + " has unknown codec id " + std::to_string(static_cast<int>(e.codec[p])));
+        if (p >= e.plane_count && e.payload_length[p] != 0) throw Error(where + "payload length set for an unused plane");
+        if (p < e.plane_count && is_context_model(e.codec[p]) && e.original_length > kMaxModelledChunkBytes)
+            throw Error(where + "plane " + std::to_string(p) + " uses " + std::string(name(e.codec[p])) + " on a chunk of " +
+                        std::to_string(e.original_length) + " bytes, over the " +
+                        std::to_string(kMaxModelledChunkBytes) + " a context model may code");
+    }
+    if (e.original_offset != expected_offset)
+        throw Error(where + "starts at original offset " + std::to_string(e.original_offset) + " where " +
+                    std::to_string(expected_offset) + " is expected (chunks must tile the data section)");
+    if (e.original_length == 0 || e.original_length > kMaxChunkBytes || e.original_length > data_end - e.original_offset)
+        throw Error(where + "length " + std::to_string(e.original_length) + " does not fit the data section");
+    if (e.original_length % element_bytes(e.decomposition) != 0)
+        throw Error(where + "length " + std::to_string(e.original_length) + " is not a whole number of elements");
+    if (e.tensor >= h.tensors.size() || e.original_offset < h.tensors[e.tensor].begin ||
+        e.original_offset + e.original_length > h.tensors[e.tensor].end)
+        throw Error(where + "lies outside its tensor");
+    if (is_grouped(e.decomposition)) {
+        const TensorInfo& t = h.tensors[e.tensor];
+        if (e.scale_tensor >= h.tensors.size() || e.scale_tensor == e.tensor ||
+            h.tensors[e.scale_tensor].size() * block_bytes(e.decomposition) != t.size() ||
+            (e.original_offset - t.begin) % block_bytes(e.decomposition) != 0)
+            throw Error(where + "its scale tensor " + std::to_string(e.scale_tensor) + " does not pair with tensor '" +
+                        t.name + "'");
+    } else if (e.scale_tensor != kNoTensor) {
+        throw Error(where + "names a scale tensor but its decomposition uses none");
+    }
+}
+
+}  // namespace
+
+void check_chunk_index(std::span<const uint8_t> index, const Superblock& sb, const SafetensorsHeader& header,
+                       const std::string& what, const std::function<void(const ChunkEntry&)>& each) {
+    if (index.size() != sb.chunk_count * kChunkEntryBytes)
+        throw Error(what + ": the index holds " + std::to_string(index.size()) + " bytes for " +
+                    std::to_string(sb.chunk_count) + " chunks");
+    const uint64_t data_begin = sb.prefix.length, data_end = sb.original_size;
+    const uint64_t payload_begin = sb.prefix.offset + sb.prefix.stored_length;
+    uint64_t expected_offset = data_begin, stored_end = payload_begin;
+    // A grouped chunk's scales must decode on their own: no chains of pairs.
+    std::vector<bool> grouped_tensor(header.tensors.size());
+    std::vector<std::pair<size_t, uint32_t>> scale_uses;  // (chunk, scale tensor) of grouped chunks
+    for (size_t i = 0; i < sb.chunk_count; ++i) {
+        const ChunkEntry e = decode_chunk_entry(
+            std::span<const uint8_t, kChunkEntryBytes>(index.data() + i * kChunkEntryBytes, kChunkEntryBytes));
+        validate_entry(e, i, expected_offset, data_end, header, what);
+        if (e.stored_offset < stored_end || e.stored_offset > sb.index.offset ||
+            e.stored_length() > sb.index.offset - e.stored_offset)
+            throw Error(what + ": index entry " + std::to_string(i) + ": its payload (" + std::to_string(e.stored_length()) +
+                        " bytes at " + std::to_string(e.stored_offset) +
+                        ") overlaps another chunk or lies outside the chunk data");
+        expected_offset += e.original_length;
+        stored_end = e.stored_offset + e.stored_length();
+        if (is_grouped(e.decomposition)) {
+            grouped_tensor[e.tensor] = true;
+            scale_uses.emplace_back(i, e.scale_tensor);
+        }
+        if (each) each(e);
+    }
+    for (auto [i, scale_tensor] : scale_uses)
+        if (grouped_tensor[scale_tensor])
+            throw Error(what + ": index entry " + std::to_string(i) + ": its scale tensor is itself grouped");
+    if (expected_offset != data_end)
+        throw Error(what + ": the chunks cover the data section up to " + std::to_string(expected_offset) + " of " +
+                    std::to_string(data_end) + " bytes");
+}
+
 
 size_t ChunkIndex::CodingHash::operator()(const Coding& c) const {
     size_t h = static_cast<size_t>(c.decomposition) * 0x9E3779B97F4A7C15ull;
