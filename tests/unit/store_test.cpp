@@ -233,6 +233,34 @@ TEST(Safetensors, HeaderIsKeptVerbatimAndTensorsSortedByOffset) {
     EXPECT_EQ(h.metadata_json, R"({"k":"v"})");
 }
 
+// The reader hands the bytes it decoded (and later its own) to the parse: a
+// copy there is a second header held, up to 100 MB.
+TEST(Safetensors, ParsingOwnedBytesKeepsTheirBufferAsThePrefix) {
+    const auto bytes = test::make_safetensors({{"b", "U8", {2}, {1, 2}}, {"a", "U8", {1}, {3}}}, R"({"k":"v"})");
+    const auto copied = parse_safetensors(bytes, bytes.size(), "x.safetensors");
+    std::vector<uint8_t> head = bytes;  // the whole file: the parse keeps only the header's bytes
+    const uint8_t* buffer = head.data();
+    const auto h = parse_safetensors(std::move(head), bytes.size(), "x.safetensors");
+    EXPECT_EQ(h.prefix.data(), buffer);
+    EXPECT_EQ(h.prefix, copied.prefix);
+    ASSERT_EQ(h.tensors.size(), copied.tensors.size());
+    for (size_t i = 0; i < h.tensors.size(); ++i) {
+        EXPECT_EQ(h.tensors[i].name, copied.tensors[i].name);
+        EXPECT_EQ(h.tensors[i].begin, copied.tensors[i].begin);
+        EXPECT_EQ(h.tensors[i].end, copied.tensors[i].end);
+    }
+    EXPECT_EQ(h.by_name, copied.by_name);
+    EXPECT_EQ(h.metadata_json, copied.metadata_json);
+}
+
+TEST(Safetensors, ParsingOwnedBytesThatFailLeavesThemAsTheyWere) {
+    // A byte after the last tensor: found once the whole JSON has been read.
+    const auto bytes = test::make_safetensors({{"a", "U8", {1}, {3}}}, "");
+    std::vector<uint8_t> head = bytes;
+    EXPECT_THROW(parse_safetensors(std::move(head), bytes.size() + 1, "x.safetensors"), Error);
+    EXPECT_EQ(head, bytes);  // moved from, but a parse that throws keeps its bytes
+}
+
 }  // namespace
 // The context models (FP8 bytes at the slow levels, block scales at every
 // level) take contexts from the tensor's shape and the chunk's place in it:

@@ -43,6 +43,10 @@ inline constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 // overlap, leave gaps or run past the end of the file.
 SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file_size,
                                     const std::string& what);
+// The same, keeping head's own bytes as the prefix rather than a copy of
+// them (a header runs to 100 MB): on success the prefix holds head's buffer,
+// at the same address; if it throws, `head` is as it was.
+SafetensorsHeader parse_safetensors(std::vector<uint8_t>&& head, uint64_t file_size, const std::string& what);
 // Read and parse the header of a file on disk.
 SafetensorsHeader read_safetensors_header(const std::string& path);
 

@@ -98,7 +98,8 @@ class HeaderReader final : public json::json_sax_t {
 public:
     static constexpr int kMaxJsonDepth = 64;
 
-    HeaderReader(SafetensorsHeader& header, std::string what) : header_(header), what_(std::move(what)) {}
+    HeaderReader(SafetensorsHeader& header, uint64_t data_begin, std::string what)
+        : header_(header), data_begin_(data_begin), what_(std::move(what)) {}
 
     // After the pass: the first problem, in the order a reader would want it.
     void throw_if_failed() const {
@@ -176,7 +177,7 @@ private:
                 if (!value.is_object()) throw Error(what_ + ": \"__metadata__\" is not a JSON object");
                 header_.metadata_json = value.dump();
             } else {
-                header_.tensors.push_back(parse_tensor(member_, value, header_.data_begin(), what_));
+                header_.tensors.push_back(parse_tensor(member_, value, data_begin_, what_));
             }
         } catch (const Error&) {
             member_error_ = std::current_exception();
@@ -184,6 +185,7 @@ private:
     }
 
     SafetensorsHeader& header_;
+    const uint64_t data_begin_;
     const std::string what_;
     int depth_ = 0;
     bool too_deep_ = false;
@@ -196,9 +198,9 @@ private:
     std::exception_ptr member_error_;
 };
 
-}  // namespace
-
-SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file_size, const std::string& what) {
+// The length of the header `head` begins with (8-byte length field and
+// JSON), checked against `head` and the file's size.
+uint64_t checked_prefix_length(std::span<const uint8_t> head, uint64_t file_size, const std::string& what) {
     if (file_size < 8 || head.size() < 8) throw Error(what + ": not a safetensors file: shorter than the 8-byte header length");
     const uint64_t json_len = load_u64le(head.data());
     if (json_len < 2 || json_len > kMaxHeaderBytes)
@@ -208,12 +210,17 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file
         throw Error(what + ": header length " + std::to_string(json_len) + " runs past the end of the file (" +
                     std::to_string(file_size) + " bytes)");
     if (head.size() < 8 + json_len) throw Error(what + ": header truncated");
-    const auto text = head.subspan(8, json_len);
-    if (text[0] != '{') throw Error(what + ": not a safetensors file: the header is not a JSON object");
+    if (head[8] != '{') throw Error(what + ": not a safetensors file: the header is not a JSON object");
+    return 8 + json_len;
+}
 
+// Everything but h.prefix, which the callers fill last (a copy of `prefix`,
+// or the very bytes): a parse that throws has not taken them.
+SafetensorsHeader parse_fields(std::span<const uint8_t> prefix, uint64_t file_size, const std::string& what) {
+    const uint64_t data_begin = prefix.size();
+    const auto text = prefix.subspan(8);
     SafetensorsHeader h;
-    h.prefix.assign(head.begin(), head.begin() + static_cast<std::ptrdiff_t>(8 + json_len));
-    HeaderReader reader(h, what);
+    HeaderReader reader(h, data_begin, what);
     try {
         json::sax_parse(text.begin(), text.end(), &reader);
     } catch (const json::exception& e) {
@@ -224,15 +231,15 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file
               [](const TensorInfo& a, const TensorInfo& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
 
     // The tensors must tile the data section exactly: no gap, no overlap.
-    uint64_t expected = h.data_begin();
+    uint64_t expected = data_begin;
     const TensorInfo* previous = nullptr;
     for (const auto& t : h.tensors) {
         if (t.begin < expected)
             throw Error(what + ": tensor '" + t.name + "' overlaps tensor '" + previous->name + "' at data offset " +
-                        std::to_string(t.begin - h.data_begin()));
+                        std::to_string(t.begin - data_begin));
         if (t.begin > expected)
             throw Error(what + ": " + std::to_string(t.begin - expected) + " bytes at data offset " +
-                        std::to_string(expected - h.data_begin()) + " belong to no tensor (gap before '" + t.name + "')");
+                        std::to_string(expected - data_begin) + " belong to no tensor (gap before '" + t.name + "')");
         expected = t.end;
         previous = &t;
     }
@@ -248,6 +255,23 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file
     return h;
 }
 
+}  // namespace
+
+SafetensorsHeader parse_safetensors(std::span<const uint8_t> head, uint64_t file_size, const std::string& what) {
+    const auto prefix = head.first(checked_prefix_length(head, file_size, what));
+    SafetensorsHeader h = parse_fields(prefix, file_size, what);
+    h.prefix.assign(prefix.begin(), prefix.end());
+    return h;
+}
+
+SafetensorsHeader parse_safetensors(std::vector<uint8_t>&& head, uint64_t file_size, const std::string& what) {
+    const uint64_t prefix_length = checked_prefix_length(head, file_size, what);
+    SafetensorsHeader h = parse_fields(std::span(head).first(prefix_length), file_size, what);
+    head.resize(prefix_length);  // shrinks: the buffer stays where it is
+    h.prefix = std::move(head);
+    return h;
+}
+
 SafetensorsHeader read_safetensors_header(const std::string& path) {
     const File f = File::open_read(path);
     const uint64_t size = f.size();
@@ -260,7 +284,7 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
             f.read_exact(8, std::span(head).subspan(8));
         }
     }
-    return parse_safetensors(head, size, path);
+    return parse_safetensors(std::move(head), size, path);
 }
 
 bool looks_like_safetensors(const std::string& path) {

@@ -86,13 +86,11 @@ std::unique_ptr<StoreReader> StoreReader::open_shared(std::shared_ptr<const Byte
         f.read_exact(section.offset, stored);
         return decode_section(stored, section, path, name);
     };
-    // Parsed to validate it and build the tensor table, then let go: the
-    // parse holds several times the table (names, JSON metadata).
-    SafetensorsHeader header;
-    {
-        const std::vector<uint8_t> prefix = read_section(sb.prefix, "safetensors header");
-        header = parse_safetensors(prefix, sb.original_size, path + " (stored header)");
-    }
+    // Parsed to validate it and build the tensor table, then let go but for
+    // its bytes: the parse holds several times the table (names, JSON
+    // metadata). It takes the decoded bytes rather than copying them.
+    SafetensorsHeader header =
+        parse_safetensors(read_section(sb.prefix, "safetensors header"), sb.original_size, path + " (stored header)");
     if (header.prefix.size() != sb.prefix.length)
         throw Error(path + ": damaged: the stored safetensors header is " + std::to_string(sb.prefix.length) +
                     " bytes but its length field makes it " + std::to_string(header.prefix.size()));
