@@ -223,6 +223,31 @@ TEST(Store, CorpusFilesRoundTripAndBeatTheirZstdRatios) {
     EXPECT_GT(files, 0u);
 }
 
+// One copy of the header's bytes per reader: header() parses the bytes
+// prefix() serves and keeps them where they are (the mount holds spans into
+// them across calls), rather than copying them.
+TEST(Store, HeaderKeepsThePrefixBytesWherePrefixServesThem) {
+    TempDir dir;
+    const auto original = test::make_safetensors({{"b", "U8", {2}, {1, 2}}, {"a", "U8", {1}, {3}}}, R"({"k":"v"})");
+    test::write_file(dir / "m.safetensors", original);
+    pack_file(dir / "m.safetensors", dir / "m.ptwm", {});
+    const auto store = StoreReader::open(dir / "m.ptwm");
+    const std::span<const uint8_t> before = store->prefix();
+    const size_t memory = store->memory_bytes();
+
+    const SafetensorsHeader& h = store->header();
+    EXPECT_EQ(h.prefix.data(), before.data());
+    EXPECT_EQ(store->prefix().data(), before.data());
+    EXPECT_EQ(store->prefix().size(), before.size());
+    EXPECT_TRUE(std::equal(before.begin(), before.end(), original.begin()));
+    EXPECT_EQ(h.data_begin(), before.size());
+    EXPECT_EQ(h.tensors[0].name, "b");
+    EXPECT_EQ(store->memory_bytes(), memory);
+    std::vector<uint8_t> back(store->original_size());
+    store->read(0, back);
+    EXPECT_EQ(back, original);
+}
+
 TEST(Safetensors, HeaderIsKeptVerbatimAndTensorsSortedByOffset) {
     const auto bytes = test::make_safetensors({{"b", "U8", {2}, {1, 2}}, {"a", "U8", {1}, {3}}}, R"({"k":"v"})");
     const auto h = parse_safetensors(bytes, bytes.size(), "x.safetensors");

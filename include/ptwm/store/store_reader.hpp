@@ -52,7 +52,8 @@ public:
     // The original file's header bytes: original bytes [0, prefix().size()).
     std::span<const uint8_t> prefix() const { return prefix_; }
     // The parsed header (names, metadata), parsed from the prefix on the
-    // first call and kept: tools use it, the mount does not.
+    // first call and kept: tools use it, the mount does not. Its prefix is
+    // the bytes prefix() gives, not a copy.
     const SafetensorsHeader& header() const;
     const TensorTable& tensors() const { return tensors_; }
 
@@ -102,7 +103,12 @@ private:
     std::shared_ptr<const ByteSource> source_;
     uint64_t file_size_ = 0;
     Superblock sb_;
-    std::vector<uint8_t> prefix_;
+    // The original header bytes. Spans from prefix() outlive any call (the
+    // mount replies from them), so the bytes never move: prefix_bytes_ holds
+    // them until header() parses, then the header's prefix does -- the same
+    // buffer, moved, not a second copy.
+    std::span<const uint8_t> prefix_;
+    mutable std::vector<uint8_t> prefix_bytes_;
     TensorTable tensors_;
     mutable std::once_flag header_once_;
     mutable std::unique_ptr<SafetensorsHeader> header_;

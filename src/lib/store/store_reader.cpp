@@ -100,8 +100,9 @@ std::unique_ptr<StoreReader> StoreReader::open_shared(std::shared_ptr<const Byte
     check_chunk_index(index, sb, header, path, [&](const ChunkEntry& e) { r->chunks_.push_back(e); });
     r->chunks_.finish();
     r->tensors_ = TensorTable(header, sb.original_size);
-    r->prefix_ = std::move(header.prefix);
-    r->prefix_.shrink_to_fit();
+    r->prefix_bytes_ = std::move(header.prefix);
+    r->prefix_bytes_.shrink_to_fit();
+    r->prefix_ = r->prefix_bytes_;
     r->source_ = std::move(source);
     return r;
 }
@@ -114,7 +115,13 @@ bool StoreReader::chunk_is_raw(size_t i) const { return chunks_.is_raw(i); }
 
 const SafetensorsHeader& StoreReader::header() const {
     std::call_once(header_once_, [this] {
-        header_ = std::make_unique<SafetensorsHeader>(parse_safetensors(prefix_, sb_.original_size, path_));
+        // The parse takes the bytes prefix() points into. Allocated first:
+        // nothing may throw once it has them, or they would be freed under
+        // prefix(). If the parse throws, prefix_bytes_ still holds them (and
+        // the next call tries again).
+        auto header = std::make_unique<SafetensorsHeader>();
+        *header = parse_safetensors(std::move(prefix_bytes_), sb_.original_size, path_);
+        header_ = std::move(header);
     });
     return *header_;
 }
@@ -122,7 +129,9 @@ const SafetensorsHeader& StoreReader::header() const {
 size_t StoreReader::memory_bytes() const {
     // Not counting a header() parse: the mount asks for one only to name
     // the tensor of a damaged chunk.
-    return sizeof(*this) + prefix_.capacity() + tensors_.memory_bytes() + chunks_.memory_bytes();
+    // prefix_.size(): whichever vector holds the bytes, header() may be
+    // moving them between the two on another thread.
+    return sizeof(*this) + prefix_.size() + tensors_.memory_bytes() + chunks_.memory_bytes();
 }
 
 std::string StoreReader::describe_chunk(size_t i) const {
