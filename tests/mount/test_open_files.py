@@ -8,9 +8,9 @@ import os
 import re
 import resource
 import struct
-import subprocess
 import unittest
 
+from mount_guard import run_not_mounting
 from ptwmfs_testlib import Mount, TempDir, executable, pack
 
 STORES = 100
@@ -45,11 +45,8 @@ class ManyStores(unittest.TestCase):
         os.mkdir(cls.mountpoint)
 
     def test_more_stores_than_the_hard_limit_allows(self):
-        result = subprocess.run([executable("PTWMFS"), self.store, self.mountpoint],
-                                preexec_fn=open_file_limit(64, 64), capture_output=True, text=True, timeout=60)
-        mounted = os.path.ismount(self.mountpoint)
-        if mounted:  # accepted after all (and detached): leave no mount behind
-            subprocess.run(["fusermount3", "-u", self.mountpoint], check=False)
+        result, mounted = run_not_mounting([executable("PTWMFS"), self.store, self.mountpoint], self.mountpoint,
+                                           preexec_fn=open_file_limit(64, 64))
         self.assertFalse(mounted)
         self.assertEqual(result.returncode, 1, result.stderr)
         self.assertRegex(result.stderr, rf"{self.store}: its {STORES} stores need 1[0-9][0-9] open file descriptors "

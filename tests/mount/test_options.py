@@ -1,9 +1,9 @@
 """Mount options and mount points the daemon refuses: each with a message
 naming what is wrong and a non-zero exit, before anything is mounted."""
 import os
-import subprocess
 import unittest
 
+from mount_guard import run_not_mounting
 from ptwmfs_testlib import Mount, TempDir, executable, make_packed_model
 
 
@@ -21,10 +21,7 @@ class RefusedOptions(unittest.TestCase):
 
     def assert_refused(self, mountpoint, options, message):
         args = [executable("PTWMFS"), self.store, mountpoint] + (["-o", options] if options else [])
-        result = subprocess.run(args, capture_output=True, text=True, timeout=60)
-        mounted = os.path.ismount(mountpoint)
-        if mounted:  # accepted after all (and detached): leave no mount behind
-            subprocess.run(["fusermount3", "-u", mountpoint], check=False)
+        result, mounted = run_not_mounting(args, mountpoint)
         self.assertNotEqual(result.returncode, 0, result.stderr)
         self.assertIn(message, result.stderr)
         self.assertFalse(mounted)
@@ -62,10 +59,10 @@ class RefusedOptions(unittest.TestCase):
                                 ("fetch_connections=4x", "bad fetch_connections '4x': expected a whole number"),
                                 ("fetch_connections=+4", "bad fetch_connections '+4': expected a whole number")]:
             args = [executable("PTWMFS"), "s3://bucket/prefix", self.mountpoint, "-o", option]
-            result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            result, mounted = run_not_mounting(args, self.mountpoint)
             self.assertNotEqual(result.returncode, 0, option)
             self.assertIn(message, result.stderr)
-            self.assertFalse(os.path.ismount(self.mountpoint))
+            self.assertFalse(mounted)
 
     def test_mount_names(self):
         # The daemon's own fsname won without a word; a subtype went to
@@ -86,11 +83,11 @@ class RefusedOptions(unittest.TestCase):
         # was all that was said.
         args = [executable("PTWMFS"), "http://127.0.0.1:9/prefix/", self.mountpoint,
                 "-o", "bogus,remote_timeout=30"]
-        result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        result, mounted = run_not_mounting(args, self.mountpoint)
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("unknown option(s): `-o bogus'", result.stderr)
         self.assertNotIn("ptwmfs-manifest.json", result.stderr)
-        self.assertFalse(os.path.ismount(self.mountpoint))
+        self.assertFalse(mounted)
 
     def test_kernel_readahead_below_a_page(self):
         # The kernel takes whole KiB: 3K would have turned read-ahead off.

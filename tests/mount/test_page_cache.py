@@ -10,6 +10,7 @@ import subprocess
 import time
 import unittest
 
+from mount_guard import run_not_mounting
 from ptwmfs_testlib import Mount, TempDir, make_packed_model, regular_files, sha256_mmap, sha256_read
 
 TMPFS_MAGIC = 0x01021994
@@ -106,10 +107,13 @@ class PageCachePolicy(unittest.TestCase):
     def test_bad_policy_is_refused(self):
         mountpoint = os.path.join(self.dir, "mnt")
         os.mkdir(mountpoint)
-        result = subprocess.run([os.environ["PTWMFS"], self.store, mountpoint, "-o", "page_cache=sometimes"],
-                                capture_output=True, text=True)
+        # (Accepted, it would mount and detach: run_not_mounting unmounts it,
+        # else the temporary directory's removal fails on it and it stays.)
+        result, mounted = run_not_mounting([os.environ["PTWMFS"], self.store, mountpoint, "-o", "page_cache=sometimes"],
+                                           mountpoint)
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("bad page_cache 'sometimes'", result.stderr)
+        self.assertFalse(mounted)
 
     def read_ahead_kb(self, options):
         with Mount(self.store, options) as mount:

@@ -1,0 +1,42 @@
+"""For tests that start ptwmfs themselves to see it refuse to mount (not
+through ptwmfs_testlib.Mount): run it bounded in time and leave no mount
+behind, whatever it did.
+
+Whether a path is mounted on is read from /proc/self/mounts, never by
+asking the path: a stat of a FUSE mount point (os.path.ismount) waits on
+its daemon, forever if the daemon is alive but stuck.
+"""
+import os
+import re
+import subprocess
+
+
+def mounted(path):
+    """Whether a file system is mounted at `path` (absolute, as given: no
+    symlink is resolved, which would stat the path)."""
+    path = os.path.abspath(path)
+    with open("/proc/self/mounts") as f:
+        # Mount points are octal-escaped there: \040 for a space.
+        return any(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[1]) == path
+                   for line in f)
+
+
+def unmount(path):
+    """Detaches the file system at `path` (lazily: a busy one too), bounded."""
+    if subprocess.run(["fusermount3", "-u", "-z", path], stderr=subprocess.DEVNULL, timeout=60).returncode != 0:
+        subprocess.run(["umount", "-l", path], stderr=subprocess.DEVNULL, timeout=60)
+
+
+def run_not_mounting(args, mountpoint, timeout=60, **kwargs):
+    """subprocess.run(args) (output captured as text) of a ptwmfs that should
+    not mount at `mountpoint`. Returns (result, whether it mounted after
+    all); in every case, a timeout (raised) too, nothing is left mounted
+    there: a daemon that mounted in the foreground and was killed at the
+    timeout leaves its mount behind, one that detached keeps running."""
+    try:
+        result = subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kwargs)
+    finally:
+        was_mounted = mounted(mountpoint)
+        if was_mounted:
+            unmount(mountpoint)
+    return result, was_mounted
