@@ -93,6 +93,37 @@ def http_get(url, timeout=5, context=None):
         return r.read()
 
 
+# Servers run in sessions of their own, which meson's kill of a test that
+# ran over its time (SIGTERM to the test's process group, SIGKILL half a
+# second later) does not reach, and the SIGTERM handler above cannot stop
+# them when the test is blocked in a read of a mount or has no time left.
+# Started under setpriv --pdeathsig, a server gets SIGTERM as soon as the
+# test process dies, however it dies: none outlives its test. (The signal
+# comes when the thread that started it ends: start servers from the main
+# thread, as every test does.)
+_SETPRIV = shutil.which("setpriv")
+
+
+def bound_to_this_process(args):
+    """args, run so that the process gets SIGTERM when this one dies."""
+    return [_SETPRIV, "--pdeathsig", "TERM", "--", *args] if _SETPRIV else list(args)
+
+
+def stop_session(proc, timeout=10):
+    """SIGTERM to proc; after `timeout` s SIGKILL to its whole session (its
+    own children too: an nginx master killed would leave its worker)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
 class Process:
     def __init__(self, name, args, log_dir):
         self.name, self.args = name, args
@@ -101,18 +132,13 @@ class Process:
 
     def start(self):
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(bound_to_this_process(self.args), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            stop_session(self.proc)
         self.proc = None
 
     def running(self):
@@ -296,8 +322,8 @@ http {{
     }}
 }}
 """)
-        self.proc = subprocess.Popen([nginx, "-c", conf, "-p", self.dir], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(bound_to_this_process([nginx, "-c", conf, "-p", self.dir]),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
         def up():
             try:
@@ -319,11 +345,6 @@ http {{
             return sum(int(line) for line in f if line.strip().isdigit())
 
     def __exit__(self, *exc):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            stop_session(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)

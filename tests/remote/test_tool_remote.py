@@ -84,15 +84,13 @@ def check_verify_compares_links(test, url, src, workdir, env=None):
 class ToolOnS3(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        # Class cleanups run even when setUpClass fails half way (tearDownClass
+        # would not): a bucket that could not be made leaves no cluster running.
         cls.tmp = tempfile.mkdtemp(prefix="ptwm-remote-")
-        cls.cluster = rt.SeaweedFS().__enter__()
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+        cls.cluster = cls.enterClassContext(rt.SeaweedFS())
         cls.cluster.make_bucket("models")
         cls.src = model_tree(cls.tmp)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cluster.__exit__(None, None, None)
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def tool(self, *args, env=None, check=True):
         p = subprocess.run([TOOL, *map(str, args)], capture_output=True, text=True, timeout=600,
