@@ -308,7 +308,7 @@ pid {self.dir}/nginx.pid;
 error_log {self.dir}/error.log;
 events {{ worker_connections 256; }}
 http {{
-    log_format bytes '$body_bytes_sent';
+    log_format bytes '$body_bytes_sent "$http_user_agent"';
     access_log {self.dir}/access.log bytes;
     client_body_temp_path {self.dir}/body;
     proxy_temp_path {self.dir}/proxy;
@@ -338,11 +338,22 @@ http {{
             raise
         return self
 
-    def body_bytes_sent(self):
-        """Bytes of response bodies nginx sent so far, from its access log."""
-        time.sleep(0.2)  # the log line follows the response
-        with open(os.path.join(self.dir, "access.log")) as f:
-            return sum(int(line) for line in f if line.strip().isdigit())
+    def body_bytes_sent(self, requests, timeout=10):
+        """Bytes of response bodies nginx sent so far, from its access log,
+        to clients other than this test's readiness checks (urllib's), once
+        it has logged at least `requests` of them (the count the client
+        made: a line follows its response, late on a loaded machine, and a
+        missing one would undercount)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(os.path.join(self.dir, "access.log")) as f:
+                sent = [int(line.split()[0]) for line in f
+                        if line.split() and line.split()[0].isdigit() and "Python-urllib" not in line]
+            if len(sent) >= requests:
+                return sum(sent)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"nginx logged {len(sent)} of the {requests} requests made, {timeout} s after")
+            time.sleep(0.05)
 
     def __exit__(self, *exc):
         if self.proc:
