@@ -21,6 +21,7 @@ SOURCE_ROOT = os.environ.get("PTWMFS_SOURCE_ROOT",
                              os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "data"))
 import make_model  # noqa: E402  (tests/data/make_model.py)
+import mount_guard  # noqa: E402  (beside this file)
 
 # A test that hangs is stopped by meson (SIGTERM) without a word of where.
 # A minute before meson's timeout (900 s; .ci/sanitizers.sh multiplies it
@@ -102,16 +103,20 @@ class Mount:
         return False
 
     def _teardown(self):
-        if self.path and os.path.ismount(self.path):
-            if subprocess.run(["fusermount3", "-u", self.path], stderr=subprocess.DEVNULL).returncode != 0:
-                subprocess.run(["umount", "-l", self.path], stderr=subprocess.DEVNULL)
+        # mounted(), not os.path.ismount: a stat of the mount point waits on
+        # the daemon, forever if it is stuck, and says "not mounted" once it
+        # died, which left its dead mount behind.
+        if self.path and mount_guard.mounted(self.path):
+            if subprocess.run(["fusermount3", "-u", self.path], stderr=subprocess.DEVNULL,
+                              timeout=60).returncode != 0:
+                subprocess.run(["umount", "-l", self.path], stderr=subprocess.DEVNULL, timeout=60)
         if self.process is not None:
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-                self.process.wait()
-        if self.path and not os.path.ismount(self.path):
+                self.process.wait(timeout=60)
+        if self.path and not mount_guard.mounted(self.path):
             os.rmdir(self.path)
         if self._log_file is not None:
             self._log_text = self.log()

@@ -59,11 +59,8 @@ class ManyStores(unittest.TestCase):
     def refused(self, source, options, limit):
         """ptwmfs SOURCE on the class's mount point with -o options, under
         an open-file limit of `limit`: its stderr, once refused."""
-        result = subprocess.run([executable("PTWMFS"), source, self.mountpoint, "-o", options],
-                                preexec_fn=open_file_limit(limit, limit), capture_output=True, text=True, timeout=60)
-        mounted = os.path.ismount(self.mountpoint)
-        if mounted:  # accepted after all (and detached): leave no mount behind
-            subprocess.run(["fusermount3", "-u", self.mountpoint], check=False)
+        result, mounted = run_not_mounting([executable("PTWMFS"), source, self.mountpoint, "-o", options],
+                                           self.mountpoint, preexec_fn=open_file_limit(limit, limit))
         self.assertFalse(mounted)
         self.assertEqual(result.returncode, 1, result.stderr)
         return result.stderr
