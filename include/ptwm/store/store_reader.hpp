@@ -8,6 +8,7 @@
 // read_superblock is what it checks at mount.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -110,8 +111,13 @@ private:
     std::span<const uint8_t> prefix_;
     mutable std::vector<uint8_t> prefix_bytes_;
     TensorTable tensors_;
-    mutable std::once_flag header_once_;
+    // header(): parsed under the mutex, published through the atomic. Not
+    // std::call_once: with libstdc++ a call_once whose function threw
+    // leaves the next call waiting forever (GCC bug 66146), and a parse may
+    // throw (bad_alloc on a large header).
+    mutable std::mutex header_mutex_;
     mutable std::unique_ptr<SafetensorsHeader> header_;
+    mutable std::atomic<const SafetensorsHeader*> header_ready_{nullptr};
     ChunkIndex chunks_;
 };
 

@@ -114,15 +114,18 @@ size_t StoreReader::find_chunk(uint64_t offset) const { return chunks_.find(offs
 bool StoreReader::chunk_is_raw(size_t i) const { return chunks_.is_raw(i); }
 
 const SafetensorsHeader& StoreReader::header() const {
-    std::call_once(header_once_, [this] {
+    if (const SafetensorsHeader* ready = header_ready_.load(std::memory_order_acquire)) return *ready;
+    std::lock_guard lock(header_mutex_);
+    if (!header_) {
         // The parse takes the bytes prefix() points into. Allocated first:
         // nothing may throw once it has them, or they would be freed under
-        // prefix(). If the parse throws, prefix_bytes_ still holds them (and
-        // the next call tries again).
+        // prefix(). If the parse throws, prefix_bytes_ still holds them, and
+        // the next call tries again.
         auto header = std::make_unique<SafetensorsHeader>();
         *header = parse_safetensors(std::move(prefix_bytes_), sb_.original_size, path_);
         header_ = std::move(header);
-    });
+        header_ready_.store(header_.get(), std::memory_order_release);
+    }
     return *header_;
 }
 
