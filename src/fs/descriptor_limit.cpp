@@ -77,12 +77,15 @@ std::optional<std::string> remote_descriptor_shortage(const std::string& url, co
     const auto limit = limit_below(needed);
     if (!limit) return std::nullopt;
     std::vector<std::string> threads;
-    if (needs.fetch_connections > 0) threads.push_back(std::to_string(needs.fetch_connections) + " fetch connections");
-    if (needs.fuse_threads > 0) threads.push_back(std::to_string(needs.fuse_threads) + " FUSE threads");
-    if (needs.workers > 0) threads.push_back(std::to_string(needs.workers) + " decode-ahead workers");
+    const auto count = [&](size_t n, const char* one, const char* many) {
+        if (n > 0) threads.push_back(std::to_string(n) + " " + (n == 1 ? one : many));
+    };
+    count(needs.fetch_connections, "background fetch thread", "background fetch threads");
+    count(needs.fuse_threads, "FUSE thread", "FUSE threads");
+    count(needs.workers, "decode-ahead worker", "decode-ahead workers");
     // Parts with lists of their own: separated by semicolons.
     std::string parts = std::to_string(needs.held) + " open already; " + std::to_string(needs.requests()) +
-                        " for a connection and a disk-cache file for each of " + listed(threads) + "; ";
+                        ", two each (a connection and a disk-cache file), for " + listed(threads) + "; ";
     if (needs.clone_fd > 0) parts += clone_fd_part(needs) + "; ";
     parts += "and " + std::to_string(kDescriptorsBesideStores) + " for the mount itself";
     return url + ": the mount needs " + std::to_string(needed) + " open file descriptors (" + parts + "), " +

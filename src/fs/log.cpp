@@ -19,8 +19,12 @@ void write_line(int priority, const char* format, va_list args) {
     // Names in messages come from the store directory and its files: a
     // control byte in one is shown as \xHH, never sent to a terminal or a
     // log raw.
-    char line[2048];
-    vsnprintf(line, sizeof line, format, args);
+    va_list again;
+    va_copy(again, args);
+    const int length = vsnprintf(nullptr, 0, format, args);
+    std::string line(length > 0 ? static_cast<size_t>(length) : 0, '\0');
+    vsnprintf(line.data(), line.size() + 1, format, again);
+    va_end(again);
     const std::string shown = ptwm::printable(line);
     if (use_syslog) {
         syslog(priority, "%s", shown.c_str());

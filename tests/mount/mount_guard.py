@@ -12,9 +12,11 @@ import subprocess
 
 
 def mounted(path):
-    """Whether a file system is mounted at `path` (absolute, as given: no
-    symlink is resolved, which would stat the path)."""
+    """Whether a file system is mounted at `path`. Its directory's symlinks
+    are resolved, as /proc/self/mounts shows them (a TMPDIR under a link);
+    the path itself is not, which would stat it."""
     path = os.path.abspath(path)
+    path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
     with open("/proc/self/mounts") as f:
         # Mount points are octal-escaped there: \040 for a space.
         return any(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[1]) == path

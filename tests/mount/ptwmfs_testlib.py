@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 
 SOURCE_ROOT = os.environ.get("PTWMFS_SOURCE_ROOT",
                              os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -26,8 +27,13 @@ import mount_guard  # noqa: E402  (beside this file)
 # A test that hangs is stopped by meson (SIGTERM) without a word of where.
 # A minute before meson's timeout (900 s; .ci/sanitizers.sh multiplies it
 # and says so here), every thread's Python stack goes to stderr, which
-# meson prints with the failure.
-faulthandler.dump_traceback_later(float(os.environ.get("PTWMFS_TEST_STACKS_AFTER", "840")), exit=False)
+# meson prints with the failure. A daemon threading.Timer, not
+# faulthandler.dump_traceback_later: that one's C thread is gone in a
+# forked child, whose interpreter shutdown then waits on it forever.
+_stacks_timer = threading.Timer(float(os.environ.get("PTWMFS_TEST_STACKS_AFTER", "840")),
+                                lambda: faulthandler.dump_traceback(sys.stderr, all_threads=True))
+_stacks_timer.daemon = True
+_stacks_timer.start()
 
 PAGE = 4096
 STATS_XATTR = "user.ptwmfs.stats"

@@ -97,7 +97,7 @@ class ManyStores(unittest.TestCase):
         # first request, with the numbers: no server needed.
         stderr = self.refused("s3://bucket/prefix", "fetch_connections=100,workers=4,remote_timeout=1", 128)
         needed = re.search(r"s3://bucket/prefix: the mount needs (\d+) open file descriptors \((\d+) open already; "
-                           r"228 for a connection and a disk-cache file for each of 100 fetch connections, "
+                           r"228, two each \(a connection and a disk-cache file\), for 100 background fetch threads, "
                            r"10 FUSE threads and 4 decode-ahead workers; and 32 for the mount itself\), "
                            r"more than the limit of 128; raise it where ptwmfs is started, e.g. 'ulimit -n (\d+)'",
                            stderr)
@@ -107,7 +107,7 @@ class ManyStores(unittest.TestCase):
         self.assertNotIn("ptwmfs-manifest.json", stderr)
         # clone_fd's threads counted too; no decode-ahead workers with workers=0.
         stderr = self.refused("s3://bucket/prefix", "clone_fd,max_threads=40,workers=0,remote_timeout=1", 128)
-        self.assertIn("96 for a connection and a disk-cache file for each of 8 fetch connections and 40 FUSE threads; "
+        self.assertIn("96, two each (a connection and a disk-cache file), for 8 background fetch threads and 40 FUSE threads; "
                       "40 for -o clone_fd's FUSE threads; and 32 for the mount itself", stderr)
 
     def test_low_soft_limit_is_raised_to_the_hard_limit(self):

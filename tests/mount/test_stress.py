@@ -380,7 +380,6 @@ class Stress(unittest.TestCase):
         # was aborted: the kernel's answer, not a hang.
         for code in exitcodes:
             self.assertIn(code, (0, -signal.SIGBUS), f"reader exit codes {exitcodes}: {readers.notes}")
-        self.assertFalse(os.path.ismount(mount.path))
         self.assertEqual(mounted_at(mount.path), [])
         self.assertEqual(readers.total("mismatches"), 0, readers.notes)
         self.assertEqual(readers.total("errors"), 0, readers.notes)
@@ -390,10 +389,13 @@ class Stress(unittest.TestCase):
         """A fresh batch of open-per-operation readers, running until told
         to stop, once each has done some reads."""
         readers = Readers(mount.path, self.corpus, phase, 60, keep_open=False, processes=processes)
-        end = time.monotonic() + 20
+        end = time.monotonic() + 4 * exit_timeout()
         while time.monotonic() < end and not all(c.value("reads") >= 5 for c in readers.counters):
             time.sleep(0.05)
-        self.assertTrue(all(c.value("reads") >= 5 for c in readers.counters), readers.summary())
+        if not all(c.value("reads") >= 5 for c in readers.counters):
+            readers.stop.set()
+            readers.join(timeout=15)
+            self.fail(f"readers did not get going: {readers.summary()}")
         return readers
 
     def test_1_load_then_unmount_under_readers(self):
