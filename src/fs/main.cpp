@@ -97,7 +97,7 @@ bool remote_descriptors_suffice(const Options& options) {
     // fetch_ahead=0, no decode-ahead workers without a window.
     needs.fetch_connections = options.fetch_ahead > 0 ? options.fetch_connections : 0;
     needs.fuse_threads = fuse_threads(options);
-    needs.workers = std::min(options.readahead, options.cache_size / 4) > 0 ? options.workers : 0;
+    needs.workers = Prefetcher::worker_threads(options.workers, options.readahead);
     if (auto shortage = remote_descriptor_shortage(options.store_dir, needs)) {
         log_error("%s", shortage->c_str());
         return false;

@@ -22,7 +22,7 @@ constexpr size_t kMaxQueuedJobs = 4096;
 
 Prefetcher::Prefetcher(ptwm::ChunkCache& cache, unsigned workers, uint64_t window, uint64_t kernel_readahead)
     : cache_(cache),
-      worker_count_(window > 0 ? workers : 0),
+      worker_count_(worker_threads(workers, window)),
       window_(std::min(window, cache.capacity() / 4)),
       reorder_slack_(std::max(kMinReorderSlack, 2 * kernel_readahead)) {}
 

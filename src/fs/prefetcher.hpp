@@ -56,6 +56,10 @@ public:
     // the reorder slack grows with it.
     Prefetcher(ptwm::ChunkCache& cache, unsigned workers, uint64_t window, uint64_t kernel_readahead = 0);
 
+    // The decode-ahead threads start() starts for these options: none
+    // without a window. (The daemon's descriptor check counts them.)
+    static unsigned worker_threads(unsigned workers, uint64_t window) { return window > 0 ? workers : 0; }
+
     // How far from the expected offset a read still counts as sequential,
     // and how far behind a sequential reader chunks are released.
     uint64_t reorder_slack() const { return reorder_slack_; }
