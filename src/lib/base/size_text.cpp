@@ -16,8 +16,9 @@ std::optional<uint64_t> parse_size(std::string_view text) {
     uint64_t value = 0;
     for (char c : text) {
         if (c < '0' || c > '9') return std::nullopt;
-        if (value > (UINT64_MAX - 9) / 10) return std::nullopt;
-        value = value * 10 + static_cast<uint64_t>(c - '0');
+        const auto digit = static_cast<uint64_t>(c - '0');
+        if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
+        value = value * 10 + digit;
     }
     if (shift != 0 && value > (UINT64_MAX >> shift)) return std::nullopt;
     return value << shift;
