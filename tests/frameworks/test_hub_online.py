@@ -229,6 +229,9 @@ class Overlay:
         try:
             result = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", self.options, self.view],
                                     stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        except FileNotFoundError:
+            self.__exit__()
+            raise OverlayRefused("no mount(8) here (util-linux)")
         except BaseException:
             self.__exit__()
             raise
