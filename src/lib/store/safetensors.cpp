@@ -13,6 +13,7 @@
 
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
+#include "store/plain_header.hpp"
 
 namespace ptwm {
 
@@ -37,6 +38,44 @@ uint64_t json_u64(const json& v, const std::string& what) {
     return v.get<uint64_t>();
 }
 
+// numel * d, or the error an overflow is.
+template <class What>
+uint64_t times_dimension(uint64_t numel, uint64_t d, const What& what_of) {
+    if (d != 0 && numel > UINT64_MAX / d) throw Error(what_of() + ": the shape's element count overflows 64 bits");
+    return numel * d;
+}
+
+// A tensor entry's fields, checked: `what_of()` names the entry in errors
+// (made only for one: a header has up to tens of thousands of entries).
+template <class What>
+TensorInfo make_tensor(std::string name, std::string_view dtype_name, std::vector<uint64_t> shape, uint64_t begin,
+                       uint64_t end, uint64_t data_begin, const What& what_of) {
+    TensorInfo t;
+    const auto dtype = parse_dtype(dtype_name);
+    if (!dtype) throw Error(what_of() + ": unknown dtype \"" + std::string(dtype_name) + "\"");
+    t.dtype = *dtype;
+
+    uint64_t numel = 1;
+    for (const uint64_t d : shape) numel = times_dimension(numel, d, what_of);
+    t.shape = std::move(shape);
+    if (end < begin)
+        throw Error(what_of() + ": data_offsets end " + std::to_string(end) + " is before begin " + std::to_string(begin));
+    const auto bytes = tensor_bytes(t.dtype, numel);
+    if (!bytes)
+        throw Error(what_of() + ": " + (numel <= UINT64_MAX / dtype_info(t.dtype).bits
+                                           ? std::to_string(numel) + " elements of " + std::string(dtype_info(t.dtype).name) +
+                                                 " do not make whole bytes"
+                                           : std::string("the shape's byte count overflows 64 bits")));
+    if (*bytes != end - begin)
+        throw Error(what_of() + ": shape and dtype make " + std::to_string(*bytes) + " bytes but data_offsets span " +
+                    std::to_string(end - begin));
+    if (begin > UINT64_MAX - data_begin || end > UINT64_MAX - data_begin) throw Error(what_of() + ": data_offsets overflow");
+    t.name = std::move(name);
+    t.begin = data_begin + begin;
+    t.end = data_begin + end;
+    return t;
+}
+
 TensorInfo parse_tensor(const std::string& name, const json& entry, uint64_t data_begin, const std::string& where) {
     const std::string what = where + ": tensor '" + name + "'";
     if (!entry.is_object()) throw Error(what + ": entry is not a JSON object");
@@ -48,35 +87,21 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, uint64_t dat
     if (offsets_it == entry.end() || !offsets_it->is_array() || offsets_it->size() != 2)
         throw Error(what + ": \"data_offsets\" is not a pair [begin, end]");
 
-    TensorInfo t;
-    t.name = name;
-    const auto dtype = parse_dtype(dtype_it->get<std::string>());
-    if (!dtype) throw Error(what + ": unknown dtype \"" + dtype_it->get<std::string>() + "\"");
-    t.dtype = *dtype;
-
+    // In the order the checks always came: the dtype, then each dimension's
+    // type and the product so far, then the offsets' types (make_tensor
+    // repeats the first two, which pass by then).
+    const auto what_of = [&] { return what; };
+    const std::string dtype_name = dtype_it->get<std::string>();
+    if (!parse_dtype(dtype_name)) throw Error(what + ": unknown dtype \"" + dtype_name + "\"");
+    std::vector<uint64_t> shape;
     uint64_t numel = 1;
     for (const auto& dim : *shape_it) {
-        const uint64_t d = json_u64(dim, what + ": a shape dimension");
-        if (d != 0 && numel > UINT64_MAX / d) throw Error(what + ": the shape's element count overflows 64 bits");
-        numel *= d;
-        t.shape.push_back(d);
+        shape.push_back(json_u64(dim, what + ": a shape dimension"));
+        numel = times_dimension(numel, shape.back(), what_of);
     }
     const uint64_t begin = json_u64((*offsets_it)[0], what + ": data_offsets[0]");
     const uint64_t end = json_u64((*offsets_it)[1], what + ": data_offsets[1]");
-    if (end < begin) throw Error(what + ": data_offsets end " + std::to_string(end) + " is before begin " + std::to_string(begin));
-    const auto bytes = tensor_bytes(t.dtype, numel);
-    if (!bytes)
-        throw Error(what + ": " + (numel <= UINT64_MAX / dtype_info(t.dtype).bits
-                                       ? std::to_string(numel) + " elements of " + std::string(dtype_info(t.dtype).name) +
-                                             " do not make whole bytes"
-                                       : std::string("the shape's byte count overflows 64 bits")));
-    if (*bytes != end - begin)
-        throw Error(what + ": shape and dtype make " + std::to_string(*bytes) + " bytes but data_offsets span " +
-                    std::to_string(end - begin));
-    if (begin > UINT64_MAX - data_begin || end > UINT64_MAX - data_begin) throw Error(what + ": data_offsets overflow");
-    t.begin = data_begin + begin;
-    t.end = data_begin + end;
-    return t;
+    return make_tensor(name, dtype_name, std::move(shape), begin, end, data_begin, what_of);
 }
 
 }  // namespace
@@ -214,19 +239,48 @@ uint64_t checked_prefix_length(std::span<const uint8_t> head, uint64_t file_size
     return 8 + json_len;
 }
 
+// The tensors and metadata of a header in the plain form (plain_header.hpp),
+// as HeaderReader finds them; false, with `h` partly filled, where the
+// header is not in that form or has anything wrong with it: HeaderReader
+// then reads it and says what.
+bool read_plain_header(std::span<const uint8_t> text, uint64_t data_begin, const std::string& what, SafetensorsHeader& h) {
+    auto plain = scan_plain_header({reinterpret_cast<const char*>(text.data()), text.size()});
+    if (!plain || plain->metadata_count > 1) return false;
+    try {
+        h.tensors.reserve(plain->tensors.size());
+        for (PlainTensorEntry& e : plain->tensors)
+            h.tensors.push_back(make_tensor(std::string(e.name), e.dtype, std::move(e.shape), e.begin, e.end, data_begin,
+                                            [&] { return what + ": tensor '" + std::string(e.name) + "'"; }));
+        h.metadata_json = !plain->metadata.empty() ? json::parse(plain->metadata).dump() : std::move(plain->metadata_json);
+    } catch (const Error&) {
+        return false;
+    } catch (const json::exception&) {
+        return false;
+    }
+    // Duplicate names (HeaderReader reports the first).
+    std::vector<std::string_view> names;
+    names.reserve(plain->tensors.size());
+    for (const PlainTensorEntry& e : plain->tensors) names.push_back(e.name);
+    std::sort(names.begin(), names.end());
+    return std::adjacent_find(names.begin(), names.end()) == names.end();
+}
+
 // Everything but h.prefix, which the callers fill last (a copy of `prefix`,
 // or the very bytes): a parse that throws has not taken them.
 SafetensorsHeader parse_fields(std::span<const uint8_t> prefix, uint64_t file_size, const std::string& what) {
     const uint64_t data_begin = prefix.size();
     const auto text = prefix.subspan(8);
     SafetensorsHeader h;
-    HeaderReader reader(h, data_begin, what);
-    try {
-        json::sax_parse(text.begin(), text.end(), &reader);
-    } catch (const json::exception& e) {
-        throw Error(what + ": header is not valid JSON: " + e.what());
+    if (!read_plain_header(text, data_begin, what, h)) {
+        h = {};
+        HeaderReader reader(h, data_begin, what);
+        try {
+            json::sax_parse(text.begin(), text.end(), &reader);
+        } catch (const json::exception& e) {
+            throw Error(what + ": header is not valid JSON: " + e.what());
+        }
+        reader.throw_if_failed();
     }
-    reader.throw_if_failed();
     std::sort(h.tensors.begin(), h.tensors.end(),
               [](const TensorInfo& a, const TensorInfo& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
 
