@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/scratch.hpp"
 #include "codecs/range_coder.hpp"
 #include "ptwm/base/error.hpp"
 
@@ -49,8 +50,12 @@ struct Node {
     }
 };
 
-class Encoder {
+// `Bytes`: where the range coder's bytes go (range_coder.hpp).
+template <class Bytes = range::GrowingBytes>
+class BasicEncoder {
 public:
+    BasicEncoder() = default;
+    explicit BasicEncoder(Bytes out) : rc_(std::move(out)) {}
     void bit(Node& node, unsigned b) {
         rc_.code((rc_.range() >> kProbBits) * node.p0(), b);
         node.update(b);
@@ -63,8 +68,15 @@ public:
     }
 
 private:
-    range::Encoder rc_;
+    range::BasicEncoder<Bytes> rc_;
 };
+using Encoder = BasicEncoder<>;
+
+// The most bytes the range coder writes for `decisions` decisions: each
+// costs at most 12 bits and a little (p0 is clamped to [1, 4095] / 2^12, and
+// the range keeps at least 24 bits), plus the placeholder byte, a carry's
+// pending byte and the 5 bytes of the flush.
+size_t most_coder_bytes(size_t decisions) { return (decisions * 13 + 7) / 8 + 16; }
 
 class Decoder {
 public:
@@ -83,7 +95,8 @@ private:
 template <unsigned Bits>
 struct BitTree {
     Node p[1u << Bits];
-    void encode(Encoder& e, unsigned sym) {
+    template <class E>
+    void encode(E& e, unsigned sym) {
         unsigned m = 1;
         for (int i = Bits - 1; i >= 0; --i) {
             const unsigned b = (sym >> i) & 1;
@@ -102,7 +115,12 @@ struct BitTree {
 
 std::vector<uint8_t> encode_bytes(std::span<const uint8_t> in, unsigned order) {
     std::vector<BitTree<8>> trees(order ? 256 : 1);
-    Encoder e;
+    // The coder's bytes in a per-thread buffer of the worst case, not a
+    // vector grown byte by byte: the vector's stores may alias the coder's
+    // state, which the compiler then kept in memory, not registers (as the
+    // scale model's encoder did; see range::BoundedBytes).
+    thread_local Scratch t_bytes;
+    BasicEncoder<range::BoundedBytes> e(range::BoundedBytes(t_bytes.get(most_coder_bytes(8 * in.size()))));
     uint8_t prev = 0;
     for (uint8_t b : in) {
         trees[order ? prev : 0].encode(e, b);
