@@ -3,13 +3,18 @@
 // The input is a whole safetensors file (8-byte length, JSON, data). The
 // parser must either throw ptwm::Error or return a header that keeps its
 // promises; anything else (a crash, a sanitizer report, another exception
-// type, a broken invariant) is a finding.
+// type, a broken invariant) is a finding. So is any difference between the
+// parser's two readers: the plain-form scan (store/plain_header.hpp) must
+// read every header it takes exactly as the JSON library's reader does,
+// and leave every other one, with its error, to that reader.
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <string>
 
 #include "ptwm/base/error.hpp"
 #include "ptwm/store/safetensors.hpp"
+#include "store/plain_header.hpp"
 
 namespace {
 
@@ -24,6 +29,32 @@ void check_invariants(const ptwm::SafetensorsHeader& h, uint64_t file_size) {
         expected = t.end;
     }
     if (expected != file_size) std::abort();
+}
+
+// The parse's whole outcome as text: the error, or every field the header has.
+std::string outcome(std::span<const uint8_t> file, uint64_t file_size) {
+    try {
+        const auto h = ptwm::parse_safetensors(file, file_size, "fuzz");
+        std::string out = "ok " + std::to_string(h.prefix.size()) + " " + h.metadata_json + "\n";
+        for (const auto& t : h.tensors) {
+            out += t.name + " " + std::to_string(static_cast<int>(t.dtype)) + " " + std::to_string(t.begin) + " " +
+                   std::to_string(t.end);
+            for (const uint64_t d : t.shape) out += " " + std::to_string(d);
+            out += "\n";
+        }
+        for (const uint32_t i : h.by_name) out += std::to_string(i) + ",";
+        return out;
+    } catch (const ptwm::Error& e) {
+        return std::string("error ") + e.what();
+    }
+}
+
+void check_readers_agree(std::span<const uint8_t> file, uint64_t file_size) {
+    const std::string with_scan = outcome(file, file_size);
+    ptwm::allow_plain_header_scan(false);
+    const std::string json_only = outcome(file, file_size);
+    ptwm::allow_plain_header_scan(true);
+    if (with_scan != json_only) std::abort();
 }
 
 }  // namespace
@@ -42,5 +73,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check_invariants(ptwm::parse_safetensors(file, uint64_t{size} + 4096, "fuzz"), uint64_t{size} + 4096);
     } catch (const ptwm::Error&) {
     }
+    check_readers_agree(file, size);
     return 0;
 }
