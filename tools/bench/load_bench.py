@@ -1,16 +1,31 @@
 #!/usr/bin/python3
-"""Load benchmark at checkpoint scale: a sharded BF16 checkpoint of several
-gigabytes, loaded cold from the raw directory and through a ptwmfs mount of
-its packed stores on the same disk, interleaved.
+"""Load benchmark at checkpoint scale: a sharded BF16 (or low-precision)
+checkpoint of several gigabytes, loaded cold from the raw directory and
+through a ptwmfs mount of its packed stores on the same disk, interleaved.
 
-    load_bench.py [--size 4G] [--shard 2G] [--runs 5] [--scratch DIR]
-                  [--build BUILD_DIR] [-o MOUNT_OPTIONS] [--jobs N] [--keep]
+    load_bench.py [--dtype BF16|MXFP4|NVFP4|F8_E4M3] [--size 4G] [--shard 2G]
+                  [--runs 5] [--scratch DIR] [--build BUILD_DIR]
+                  [-o MOUNT_OPTIONS] [--jobs N] [--keep]
 
 The checkpoint is built in SCRATCH (default: a new directory under /work or
-/tmp, the same disk as any raw model) from the BF16 corpus tensors, repeated
-with noise in the two lowest mantissa bits, as shards of about --shard bytes
-plus model.safetensors.index.json. Nothing is committed; --keep leaves it
-for the next run (it is reused when its parameters match).
+/tmp, the same disk as any raw model) as shards of about --shard bytes plus
+model.safetensors.index.json. --dtype BF16 (the default): the BF16 corpus
+tensors, repeated with noise in the two lowest mantissa bits. --dtype MXFP4,
+NVFP4, F8_E4M3: the corpus' float tensors (the ORIGINAL files
+derive_variants.py reads) perturbed (each output channel times exp(N(0, 0.3))
+plus Gaussian noise of 0.05 of the tensor's std, seeded) and quantised with
+derive_variants.py's own recipes into a pool of 16 copies, in the layouts
+exporters write: MXFP4 X.blocks U8 [n, 16] + X.scales U8 (E8M0, gpt-oss);
+NVFP4 X U8 + X_scale F8_E4M3 + X_scale_2 F32 (ModelOpt); F8_E4M3 X +
+X_scale_inv F32 per 128x128 block (DeepSeek-V3); ndim < 2 tensors BF16.
+Each repetition takes every tensor from a random pool copy and re-quantises
+it exactly and cheaply: the sign of each nonzero code flipped at random, the
+tensor scaled by 2^k (MXFP4: E8M0 + k, k in -1..1) or by exp(N(0, 0.2))
+(NVFP4's X_scale_2, FP8's X_scale_inv), BF16 tensors' two low mantissa bits
+XORed with noise (see build_lowp_checkpoint; the sign flips cost the stores
+under 0.001 of ratio against none). Nothing is committed; --keep leaves it
+for the next run: it is reused when its parameters (dtype, size, shard, the
+recipe) match, as SCRATCH/checkpoint.key records.
 
 Measured, raw directory against mount, each --runs times in alternating
 order, page cache dropped before every cold run (needs root), reported as
@@ -20,7 +35,8 @@ median [min..max]:
   safetens   cold safetensors load of every tensor: safetensors.torch's
              load_file, as transformers loads (deserialize of the file's
              bytes without torch; skipped without a .venv holding
-             safetensors)
+             safetensors, and for NVFP4 and F8_E4M3 checkpoints with a
+             torch that has no float8_e4m3fn, as Debian's 1.13)
   warm       re-read of every shard from the page cache; the 4 KiB-page
              tmpfs limit (/dev/shm) is printed beside it
 With seq and memmap, also the FUSE ceiling: the same daemon serving copies
@@ -53,6 +69,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 BLOCK = 1 << 20
 CORPUS_BF16 = ["esrgan-thick-x4.BF16.safetensors", "movenet-thunder.BF16.safetensors", "posenet.BF16.safetensors"]
+DTYPES = ("BF16", "MXFP4", "NVFP4", "F8_E4M3")
+LOWP_POOL = 16      # perturbed, quantised copies of the corpus per low-precision checkpoint
+LOWP_RECIPE = "v1"  # in the cache key: bump when the low-precision build changes
 
 # numpy (memmap load, checkpoint noise) and safetensors live in the
 # project's .venv when tools/install-deps.sh made one: run under it.
@@ -130,9 +149,11 @@ def corpus_tensors(corpus):
 
 
 def write_shard(path, tensors):
+    """tensors: (name, shape, bytes), BF16, or (name, dtype, shape, bytes)."""
     header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, shape, data in tensors:
-        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + len(data)]}
+    for tensor in tensors:
+        name, dtype, shape, data = tensor if len(tensor) == 4 else (tensor[0], "BF16") + tuple(tensor[1:])
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
@@ -140,8 +161,8 @@ def write_shard(path, tensors):
     with open(tmp, "wb") as f:
         f.write(len(text).to_bytes(8, "little"))
         f.write(text)
-        for _, _, data in tensors:
-            f.write(data)
+        for tensor in tensors:
+            f.write(tensor[-1])
     os.rename(tmp, path)
 
 
@@ -183,6 +204,132 @@ def build_checkpoint(corpus, out, total, shard_size):
         json.dump({"metadata": {"total_size": written}, "weight_map": weight_map}, f, indent=1)
     return names
 
+
+# ------------------------------------------------ low-precision checkpoint
+
+def _quantised_copy(job):
+    """One pool member: every corpus float tensor (the ORIGINAL files
+    derive_variants.py uses) perturbed, each output channel (last axis) by
+    its own factor exp(N(0, 0.3)) plus Gaussian noise of 0.05 of the
+    tensor's standard deviation, then quantised with derive_variants.py's
+    own recipe. Returns [(corpus name, [(suffix, dtype, shape, bytes)])]."""
+    corpus, dtype, seed = job
+    import derive_variants as dv  # tools/bench, beside this file
+    recipe = {"MXFP4": lambda n, w: dv.mxfp4(n, w)[0], "NVFP4": lambda n, w: dv.nvfp4(n, w)[0],
+              "F8_E4M3": dv.fp8_block}[dtype]
+    rng = np.random.default_rng(seed)
+    groups = []
+    for model, file in dv.MODELS.items():
+        tensors = dv.read_safetensors(os.path.join(corpus, file))
+        for name in sorted(tensors):
+            w = tensors[name]
+            factor = np.exp(rng.normal(0, 0.3, w.shape[-1] if w.ndim else 1)).astype(np.float32)
+            w = w * factor + rng.normal(0, 0.05 * float(w.std()) + 1e-30, w.shape).astype(np.float32)
+            full = f"{model}.{name}"
+            if w.ndim < 2:  # biases and the like stay BF16, as derive_variants writes them
+                groups.append((full, [("", "BF16", list(w.shape), dv.bf16(w))]))
+                continue
+            groups.append((full, [(n[len(full):], t, s, b) for n, t, s, b in recipe(full, w)]))
+    return groups
+
+
+def lowp_pool(corpus, dtype, jobs):
+    """LOWP_POOL quantised copies, on every core (numpy quantises at some
+    6 MB/s of output a core: the pool, not the checkpoint, is quantised)."""
+    import concurrent.futures
+    import multiprocessing
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    work = [(corpus, dtype, 1000 + i) for i in range(LOWP_POOL)]
+    with concurrent.futures.ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("fork")) as ex:
+        return list(ex.map(_quantised_copy, work))
+
+
+def _sign_mask(data, dtype):
+    """The sign bits that may flip: those of nonzero codes (the recipes
+    write no negative zero). FP4: two nibbles a byte, sign bits 0x08 and
+    0x80; F8_E4M3: 0x80."""
+    if dtype == "F8_E4M3":
+        return ((data & 0x7F) + 0x7F) & 0x80
+    t = data & 0x77
+    return ((t | (t >> 1) | (t >> 2)) & 0x11) << 3
+
+
+def build_lowp_checkpoint(corpus, out, total, shard_size, dtype, jobs):
+    """Shards of low-precision tensors in the layouts derive_variants.py
+    writes (MXFP4: X.blocks U8 + X.scales U8 E8M0; NVFP4: X U8 + X_scale
+    F8_E4M3 + X_scale_2 F32; F8_E4M3: X + X_scale_inv F32 per 128x128 block,
+    DeepSeek-V3's), each repetition of the corpus drawn, tensor by tensor,
+    from a pool of LOWP_POOL perturbed and quantised copies and varied by
+    exact re-quantisations of that copy, cheap in numpy:
+      - the sign of each nonzero code flipped with probability 1/2 (the
+        recipes are sign-symmetric: the codes of w with those signs
+        negated), so no value chunk repeats;
+      - MXFP4: the tensor scaled by 2^k, k in -1..1 (its E8M0 scales + k);
+        NVFP4: X_scale_2 and F8_E4M3: X_scale_inv scaled by exp(N(0, 0.2))
+        (the tensor scaled by that factor);
+      - the few BF16 tensors (ndim < 2): the two lowest mantissa bits
+        XORed with noise, as the BF16 checkpoint's.
+    A tensor's group (values and scales) never straddles two shards."""
+    os.makedirs(out, exist_ok=True)
+    start = time.perf_counter()
+    pool = lowp_pool(corpus, dtype, jobs)
+    print(f"  quantised a pool of {len(pool)} perturbed corpus copies in {time.perf_counter() - start:.0f} s",
+          file=sys.stderr, flush=True)
+    values_dtype = "F8_E4M3" if dtype == "F8_E4M3" else "U8"
+    rng = np.random.default_rng(12)
+    noise = rng.integers(0, 256, size=32 << 20, dtype=np.uint8)  # 32 MiB of noise
+    noise_at = 0
+
+    def take(n):
+        nonlocal noise_at
+        if noise_at + n > noise.size:
+            noise_at = int(rng.integers(0, noise.size - n)) if n < noise.size else 0
+        view = noise[noise_at:noise_at + n]
+        noise_at += n
+        return view
+
+    shards, current, current_bytes, written, layer = [], [], 0, 0, 0
+    groups = len(pool[0])
+    while written < total:
+        members = rng.integers(0, len(pool), size=groups)
+        shifts = rng.integers(-1, 2, size=groups)
+        factors = np.exp(rng.normal(0, 0.2, size=groups)).astype(np.float32)
+        for g in range(groups):
+            if written >= total:
+                break
+            full, parts = pool[members[g]][g]
+            group_bytes = 0
+            for suffix, dt, shape, data in parts:
+                a = np.frombuffer(data, dtype=np.uint8)
+                if dt == "BF16":
+                    words = np.frombuffer(data, dtype="<u2")
+                    data = (words ^ (take(words.size) & 3).astype("<u2")).tobytes()
+                elif dt == values_dtype and suffix in ("", ".blocks"):
+                    data = (a ^ (take(a.size) & _sign_mask(a, dtype))).tobytes()
+                elif dtype == "MXFP4":  # .scales, E8M0 as U8; 0 (an all-zero block) stays
+                    data = np.where(a > 0, np.clip(a.astype(np.int16) + shifts[g], 1, 254), 0).astype(np.uint8).tobytes()
+                elif dt == "F32":  # NVFP4's X_scale_2, FP8's X_scale_inv
+                    data = (np.frombuffer(data, dtype="<f4") * factors[g]).astype("<f4").tobytes()
+                current.append((f"model.layers.{layer}.{full}{suffix}", dt, shape, data))
+                group_bytes += len(data)
+            current_bytes += group_bytes
+            written += group_bytes
+            if current_bytes >= shard_size:
+                shards.append(current)
+                current, current_bytes = [], 0
+        layer += 1
+    if current:
+        shards.append(current)
+    names = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    weight_map = {}
+    for name, tensors in zip(names, shards):
+        write_shard(os.path.join(out, name), tensors)
+        for tensor_name, *_ in tensors:
+            weight_map[tensor_name] = name
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": written}, "weight_map": weight_map}, f, indent=1)
+    print(f"  built {written / 1e9:.2f} GB in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    return names
 
 # ---------------------------------------------------------------- processes
 
@@ -282,9 +429,30 @@ def fmt(values, unit_scale=1.0, digits=0):
     return f"{med:.{digits}f} [{min(values) * unit_scale:.{digits}f}..{max(values) * unit_scale:.{digits}f}]"
 
 
+def reusable(index, key_file, key, dtype):
+    """Whether the checkpoint in SCRATCH was built with these parameters:
+    its key file says so, or (kept by a version of this script that wrote
+    none) it is a BF16 checkpoint and BF16 is asked for."""
+    if not os.path.exists(index):
+        return False
+    if os.path.exists(key_file):
+        with open(key_file) as f:
+            return f.read().strip() == key
+    if dtype != "BF16":
+        return False
+    shards = sorted(n for n in os.listdir(os.path.dirname(index)) if n.endswith(".safetensors"))
+    return bool(shards) and all(i["dtype"] == "BF16" for i in read_header(os.path.join(os.path.dirname(index),
+                                                                                      shards[0]))[1].values())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", default=os.path.normpath(os.path.join(REPO, "..", "shared", "corpus")))
+    corpus = os.path.normpath(os.path.join(REPO, "..", "shared", "corpus"))
+    if not os.path.isdir(corpus) and os.path.isdir("/work/shared/corpus"):  # a clone deeper than /work/main
+        corpus = "/work/shared/corpus"
+    parser.add_argument("--corpus", default=corpus, help=f"the corpus ({corpus})")
+    parser.add_argument("--dtype", default="BF16", choices=DTYPES,
+                        help="the checkpoint's weights: BF16, MXFP4, NVFP4 or F8_E4M3 (128x128 block scales) (BF16)")
     parser.add_argument("--size", default="4G", help="checkpoint size (4G)")
     parser.add_argument("--shard", default="2G", help="shard size (2G)")
     parser.add_argument("--runs", type=int, default=5, help="runs of each cold measurement (5)")
@@ -304,15 +472,24 @@ def main():
         print("note: not root: caches cannot be dropped, 'cold' is not cold", file=sys.stderr)
 
     scratch = args.scratch or os.path.join("/work" if os.path.isdir("/work") else tempfile.gettempdir(),
-                                           f"ptwmfs-load-{total >> 20}M-{shard_size >> 20}M")
+                                           f"ptwmfs-load-{total >> 20}M-{shard_size >> 20}M"
+                                           + ("" if args.dtype == "BF16" else f"-{args.dtype}"))
     raw_dir, store_dir = os.path.join(scratch, "raw"), os.path.join(scratch, "store")
     index = os.path.join(raw_dir, "model.safetensors.index.json")  # written last
+    # What the kept checkpoint was built with (its parameters and recipe).
+    key_file = os.path.join(scratch, "checkpoint.key")
+    key = f"{args.dtype} {total} {shard_size}" + ("" if args.dtype == "BF16" else f" {LOWP_RECIPE} pool {LOWP_POOL}")
     ceiling_dir = None
     try:
-        if not os.path.exists(index):
+        if not reusable(index, key_file, key, args.dtype):
             shutil.rmtree(scratch, ignore_errors=True)
-            print(f"building a {total / 1e9:.1f} GB checkpoint in {raw_dir} ...", file=sys.stderr)
-            build_checkpoint(args.corpus, raw_dir, total, shard_size)
+            print(f"building a {total / 1e9:.1f} GB {args.dtype} checkpoint in {raw_dir} ...", file=sys.stderr)
+            if args.dtype == "BF16":
+                build_checkpoint(args.corpus, raw_dir, total, shard_size)
+            else:
+                build_lowp_checkpoint(args.corpus, raw_dir, total, shard_size, args.dtype, args.jobs)
+            with open(key_file, "w") as f:
+                f.write(key + "\n")
         shards = sorted(n for n in os.listdir(raw_dir) if n.endswith(".safetensors"))
         sizes = {n: os.path.getsize(os.path.join(raw_dir, n)) for n in shards}
         size = sum(sizes.values())
@@ -334,7 +511,7 @@ def main():
             zstd_line = (zstd_s, zstd_rss, zsize)
         stored = sum(os.path.getsize(os.path.join(store_dir, n + ".ptwm")) for n in shards)
 
-        print(f"ptwmfs load benchmark: {len(shards)} shards, {size / 1e9:.2f} GB BF16 in {raw_dir}; "
+        print(f"ptwmfs load benchmark: {len(shards)} shards, {size / 1e9:.2f} GB {args.dtype} in {raw_dir}; "
               f"stores {stored / 1e9:.2f} GB (ratio {stored / size:.3f}); options '{args.options}'")
         print(f"load average at start: {loadavg()}; {args.runs} cold runs each, raw and mount interleaved; "
               f"MB/s of original bytes, median [min..max]")
@@ -364,6 +541,10 @@ def main():
         if "safetensors" in only:
             if safetensors is None:
                 print("safetensors: skipped: no .venv with safetensors")
+            elif safetensors_torch is not None and args.dtype in ("NVFP4", "F8_E4M3") and not hasattr(
+                    safetensors_torch.torch, "float8_e4m3fn"):
+                print(f"safetens: skipped: torch {safetensors_torch.torch.__version__} has no float8_e4m3fn "
+                      f"for the {args.dtype} checkpoint's F8_E4M3 tensors")
             else:
                 loads.append(("safetens", safetensors_load))
                 print(f"safetens: {safetensors_api()} of every shard")
