@@ -46,8 +46,7 @@ framework_env.use_venv()
 sys.path.insert(0, os.path.join(framework_env.SOURCE_ROOT, "tests", "mount"))
 import mount_guard  # noqa: E402
 import ptwmfs_testlib as lib  # noqa: E402
-from hub_cache import make_hub_cache  # noqa: E402
-from test_huggingface import tree  # noqa: E402
+from test_huggingface import pack_a_hub_cache, tree  # noqa: E402
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_probe.py")
 # The file the hub's new main adds, and its bytes.
@@ -289,12 +288,7 @@ class OnlineHubClientOnAnOverlay(unittest.TestCase):
         # Class cleanups run even when setUpClass fails half way, last
         # registered first: the overlay goes before the mount under it, the
         # hub and the temporary directory last.
-        cls.work = lib.TempDir()
-        cls.tmp = cls.work.__enter__()
-        cls.addClassCleanup(cls.work.__exit__, None, None, None)
-        cls.hub = make_hub_cache(os.path.join(cls.tmp, "hf_home"))
-        cls.store = os.path.join(cls.tmp, "store")
-        lib.pack(cls.hub.hf_home, cls.store)
+        pack_a_hub_cache(cls)
         cls.original = probe(os.path.join(cls.tmp, "original"), HF_HOME=cls.hub.hf_home)
         cls.store_before = tree(cls.store)
 

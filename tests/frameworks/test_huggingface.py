@@ -59,17 +59,24 @@ def probe(out, **hf_env):
         return json.load(f)
 
 
+def pack_a_hub_cache(cls):
+    """For a test class's setUpClass: cls.tmp, a temporary directory removed
+    by a class cleanup; cls.hub, the model's hub cache laid out in it; and
+    cls.store, that cache packed."""
+    cls.work = lib.TempDir()
+    cls.tmp = cls.work.__enter__()
+    cls.addClassCleanup(cls.work.__exit__, None, None, None)
+    cls.hub = make_hub_cache(os.path.join(cls.tmp, "hf_home"))
+    cls.store = os.path.join(cls.tmp, "store")
+    lib.pack(cls.hub.hf_home, cls.store)
+
+
 class HubCacheThroughTheMount(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         # Class cleanups run even when setUpClass fails half way: no mount
         # or temporary directory is ever left behind.
-        cls.work = lib.TempDir()
-        cls.tmp = cls.work.__enter__()
-        cls.addClassCleanup(cls.work.__exit__, None, None, None)
-        cls.hub = make_hub_cache(os.path.join(cls.tmp, "hf_home"))
-        cls.store = os.path.join(cls.tmp, "store")
-        lib.pack(cls.hub.hf_home, cls.store)
+        pack_a_hub_cache(cls)
         before = tree(cls.hub.hf_home)
         cls.original = probe(os.path.join(cls.tmp, "original"), HF_HOME=cls.hub.hf_home)
         cls.original_untouched = tree(cls.hub.hf_home) == before

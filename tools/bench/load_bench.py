@@ -148,6 +148,22 @@ def corpus_tensors(corpus):
     return out
 
 
+def write_checkpoint(out, shards, total_size):
+    """Writes each shard (a list of write_shard's tensors) as
+    model-0000K-of-0000N.safetensors in out, and the index
+    model.safetensors.index.json naming each tensor's shard; returns the
+    shards' file names."""
+    names = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    weight_map = {}
+    for name, tensors in zip(names, shards):
+        write_shard(os.path.join(out, name), tensors)
+        for tensor_name, *_ in tensors:
+            weight_map[tensor_name] = name
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total_size}, "weight_map": weight_map}, f, indent=1)
+    return names
+
+
 def write_shard(path, tensors):
     """tensors: (name, shape, bytes), BF16, or (name, dtype, shape, bytes)."""
     header, offset = {"__metadata__": {"format": "pt"}}, 0
@@ -194,15 +210,7 @@ def build_checkpoint(corpus, out, total, shard_size):
         layer += 1
     if current:
         shards.append(current)
-    names = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
-    weight_map = {}
-    for name, tensors in zip(names, shards):
-        write_shard(os.path.join(out, name), tensors)
-        for tensor_name, _, _ in tensors:
-            weight_map[tensor_name] = name
-    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": written}, "weight_map": weight_map}, f, indent=1)
-    return names
+    return write_checkpoint(out, shards, written)
 
 
 # ------------------------------------------------ low-precision checkpoint
@@ -320,14 +328,7 @@ def build_lowp_checkpoint(corpus, out, total, shard_size, dtype, jobs):
         layer += 1
     if current:
         shards.append(current)
-    names = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
-    weight_map = {}
-    for name, tensors in zip(names, shards):
-        write_shard(os.path.join(out, name), tensors)
-        for tensor_name, *_ in tensors:
-            weight_map[tensor_name] = name
-    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": written}, "weight_map": weight_map}, f, indent=1)
+    names = write_checkpoint(out, shards, written)
     print(f"  built {written / 1e9:.2f} GB in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     return names
 

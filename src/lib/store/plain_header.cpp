@@ -39,21 +39,7 @@ public:
     }
 
     // A string of printable ASCII without escapes, its contents in `out`.
-    bool plain_string(std::string_view& out) {
-        if (!take('"')) return false;
-        const char* const from = p_;
-        while (p_ != end_) {
-            const auto c = static_cast<unsigned char>(*p_);
-            if (c == '"') {
-                out = {from, static_cast<size_t>(p_ - from)};
-                ++p_;
-                return true;
-            }
-            if (c == '\\' || c < 0x20 || c >= 0x80) return false;
-            ++p_;
-        }
-        return false;
-    }
+    bool plain_string(std::string_view& out) { return ascii_string(out, false); }
 
     // An unsigned integer as JSON writes it (no sign, fraction, exponent or
     // leading zero) of at most kMaxDigits digits.
@@ -149,24 +135,7 @@ public:
 
     // A string of printable ASCII and the escapes string_object allows, its
     // text (escapes as written) in `out`.
-    bool escaped_string(std::string_view& out) {
-        if (!take('"')) return false;
-        const char* const from = p_;
-        while (p_ != end_) {
-            const auto c = static_cast<unsigned char>(*p_);
-            if (c == '"') {
-                out = {from, static_cast<size_t>(p_ - from)};
-                ++p_;
-                return true;
-            }
-            if (c < 0x20 || c >= 0x80) return false;
-            if (c == '\\') {
-                if (++p_ == end_ || std::strchr("\"\\bfnrt", *p_) == nullptr || *p_ == 0) return false;
-            }
-            ++p_;
-        }
-        return false;
-    }
+    bool escaped_string(std::string_view& out) { return ascii_string(out, true); }
 
     // {"dtype": ..., "shape": [...], "data_offsets": [b, e]}, each once, in any order.
     bool tensor_entry(PlainTensorEntry& t) {
@@ -194,6 +163,27 @@ public:
     }
 
 private:
+    // A string of printable ASCII, with (`escapes`) or without the escapes
+    // that the JSON library writes back as they are: \" \\ \b \f \n \r \t.
+    bool ascii_string(std::string_view& out, bool escapes) {
+        if (!take('"')) return false;
+        const char* const from = p_;
+        while (p_ != end_) {
+            const auto c = static_cast<unsigned char>(*p_);
+            if (c == '"') {
+                out = {from, static_cast<size_t>(p_ - from)};
+                ++p_;
+                return true;
+            }
+            if (c < 0x20 || c >= 0x80) return false;
+            if (c == '\\') {
+                if (!escapes || ++p_ == end_ || *p_ == 0 || std::strchr("\"\\bfnrt", *p_) == nullptr) return false;
+            }
+            ++p_;
+        }
+        return false;
+    }
+
     const char* p_;
     const char* const end_;
 };
