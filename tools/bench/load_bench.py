@@ -3,9 +3,10 @@
 checkpoint of several gigabytes, loaded cold from the raw directory and
 through a ptwmfs mount of its packed stores on the same disk, interleaved.
 
-    load_bench.py [--dtype BF16|MXFP4|NVFP4|F8_E4M3] [--size 4G] [--shard 2G]
-                  [--runs 5] [--scratch DIR] [--build BUILD_DIR]
-                  [-o MOUNT_OPTIONS] [--jobs N] [--keep]
+    load_bench.py [--dtype BF16|MXFP4|NVFP4|F8_E4M3] [--layers corpus|large]
+                  [--size 4G] [--shard 2G] [--runs 5] [--scratch DIR]
+                  [--build BUILD_DIR] [-o MOUNT_OPTIONS] [--jobs N]
+                  [--disk-rate RATE] [--keep]
 
 The checkpoint is built in SCRATCH (default: a new directory under /work or
 /tmp, the same disk as any raw model) as shards of about --shard bytes plus
@@ -44,7 +45,17 @@ of the raw shards from RAM (/dev/shm, as plain files: no decoding, no disk),
 loaded cold the same way through its own mount in the same rounds. No FUSE
 file system can load faster on this machine; when the raw disk is faster
 than the ceiling, the mount cannot beat it whatever its codec (see the
-README).
+README). --disk-rate RATE caps reads of the scratch's disk at RATE bytes/s
+for both sides while they load (a blkio cgroup holding the benchmark, its
+daemon and its loaders), as a cloud volume of that speed would: a fast
+local disk hides what a slower one shows, where the mount reads fewer
+bytes than the raw side.
+--layers large (low-precision checkpoints): instead of the corpus' small
+tensors, layers of a large model's shape (2880 x 5760, a gpt-oss expert's
+gate_up_proj) cut from the corpus' trained values laid end to end, row by
+row, each row perturbed as above; their tensors and scale tensors are large
+enough to take the codecs' large-tensor paths, as a real multi-gigabyte
+checkpoint's do, where the corpus' tensors (at most a few MB) never do.
 and also: page-cache growth per cold shard read (Cached in /proc/meminfo),
 daemon peak RSS (VmHWM), daemon CPU seconds per decoded GB, mount time, and
 `ptwmfs-tool pack -j N` beside `zstd -T N -3` on the same shards. What the
@@ -72,6 +83,8 @@ CORPUS_BF16 = ["esrgan-thick-x4.BF16.safetensors", "movenet-thunder.BF16.safeten
 DTYPES = ("BF16", "MXFP4", "NVFP4", "F8_E4M3")
 LOWP_POOL = 16      # perturbed, quantised copies of the corpus per low-precision checkpoint
 LOWP_RECIPE = "v1"  # in the cache key: bump when the low-precision build changes
+LARGE_SHAPE = (2880, 5760)  # --layers large: a gpt-oss expert's gate_up_proj, [out, in]
+LARGE_LAYERS = 2            # ... layers per pool member
 
 # numpy (memmap load, checkpoint noise) and safetensors live in the
 # project's .venv when tools/install-deps.sh made one: run under it.
@@ -220,12 +233,16 @@ def _quantised_copy(job):
     derive_variants.py uses) perturbed, each output channel (last axis) by
     its own factor exp(N(0, 0.3)) plus Gaussian noise of 0.05 of the
     tensor's standard deviation, then quantised with derive_variants.py's
-    own recipe. Returns [(corpus name, [(suffix, dtype, shape, bytes)])]."""
-    corpus, dtype, seed = job
+    own recipe. Returns [(corpus name, [(suffix, dtype, shape, bytes)])].
+    With layers="large", instead LARGE_LAYERS layers of LARGE_SHAPE (see
+    _large_layers)."""
+    corpus, dtype, seed, layers = job
     import derive_variants as dv  # tools/bench, beside this file
     recipe = {"MXFP4": lambda n, w: dv.mxfp4(n, w)[0], "NVFP4": lambda n, w: dv.nvfp4(n, w)[0],
               "F8_E4M3": dv.fp8_block}[dtype]
     rng = np.random.default_rng(seed)
+    if layers == "large":
+        return _large_layers(corpus, dtype, recipe, rng)
     groups = []
     for model, file in dv.MODELS.items():
         tensors = dv.read_safetensors(os.path.join(corpus, file))
@@ -241,13 +258,48 @@ def _quantised_copy(job):
     return groups
 
 
-def lowp_pool(corpus, dtype, jobs):
+def _large_layers(corpus, dtype, recipe, rng):
+    """LARGE_LAYERS weights of a large model's shape (LARGE_SHAPE, a gpt-oss
+    expert's gate_up_proj [out, in]) made of the corpus' trained values: the
+    rows of every corpus float tensor of 2 or more dimensions (PyTorch's
+    [out, in] form, derive_variants.to_rows) laid end to end, a layer
+    cut from it at a random place (wrapping around), each of its rows
+    scaled by its own exp(N(0, 0.3)) plus Gaussian noise of 0.05 of the
+    values' standard deviation, then quantised with the recipe. The
+    values are the corpus's; only their layout is a large model's: its
+    tensors (and their scale tensors) are large enough for the codecs'
+    large-tensor paths (several chunks a tensor, the scales in chunks of
+    their own), which the corpus' small tensors never take."""
+    import derive_variants as dv
+    rows = []
+    for file in dv.MODELS.values():
+        for w in dv.read_safetensors(os.path.join(corpus, file)).values():
+            if w.ndim >= 2:
+                rows.append(dv.to_rows(w).reshape(-1))
+    values = np.concatenate(rows)
+    out_dim, in_dim = LARGE_SHAPE
+    n = out_dim * in_dim
+    spread = float(values.std())
+    groups = []
+    for k in range(LARGE_LAYERS):
+        start = int(rng.integers(0, values.size))
+        take = np.take(values, np.arange(start, start + n), mode="wrap").reshape(out_dim, in_dim)
+        w = take * np.exp(rng.normal(0, 0.3, (out_dim, 1))).astype(np.float32)
+        w = w + rng.normal(0, 0.05 * spread, w.shape).astype(np.float32)
+        full = f"mlp.experts.{k}.gate_up_proj"
+        # fp8_block takes a kernel's [in, out] to [out, in]: the transpose keeps the rows.
+        parts = recipe(full, w.T if dtype == "F8_E4M3" else w)
+        groups.append((full, [(p[len(full):], t, s, b) for p, t, s, b in parts]))
+    return groups
+
+
+def lowp_pool(corpus, dtype, jobs, layers):
     """LOWP_POOL quantised copies, on every core (numpy quantises at some
     6 MB/s of output a core: the pool, not the checkpoint, is quantised)."""
     import concurrent.futures
     import multiprocessing
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    work = [(corpus, dtype, 1000 + i) for i in range(LOWP_POOL)]
+    work = [(corpus, dtype, 1000 + i, layers) for i in range(LOWP_POOL)]
     with concurrent.futures.ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("fork")) as ex:
         return list(ex.map(_quantised_copy, work))
 
@@ -262,7 +314,7 @@ def _sign_mask(data, dtype):
     return ((t | (t >> 1) | (t >> 2)) & 0x11) << 3
 
 
-def build_lowp_checkpoint(corpus, out, total, shard_size, dtype, jobs):
+def build_lowp_checkpoint(corpus, out, total, shard_size, dtype, jobs, layers):
     """Shards of low-precision tensors in the layouts derive_variants.py
     writes (MXFP4: X.blocks U8 + X.scales U8 E8M0; NVFP4: X U8 + X_scale
     F8_E4M3 + X_scale_2 F32; F8_E4M3: X + X_scale_inv F32 per 128x128 block,
@@ -280,8 +332,8 @@ def build_lowp_checkpoint(corpus, out, total, shard_size, dtype, jobs):
     A tensor's group (values and scales) never straddles two shards."""
     os.makedirs(out, exist_ok=True)
     start = time.perf_counter()
-    pool = lowp_pool(corpus, dtype, jobs)
-    print(f"  quantised a pool of {len(pool)} perturbed corpus copies in {time.perf_counter() - start:.0f} s",
+    pool = lowp_pool(corpus, dtype, jobs, layers)
+    print(f"  quantised a pool of {len(pool)} perturbed {'large layer sets' if layers == 'large' else 'corpus copies'} in {time.perf_counter() - start:.0f} s",
           file=sys.stderr, flush=True)
     values_dtype = "F8_E4M3" if dtype == "F8_E4M3" else "U8"
     rng = np.random.default_rng(12)
@@ -331,6 +383,51 @@ def build_lowp_checkpoint(corpus, out, total, shard_size, dtype, jobs):
     names = write_checkpoint(out, shards, written)
     print(f"  built {written / 1e9:.2f} GB in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     return names
+
+# ----------------------------------------------------------- disk rate
+
+def whole_disk(path):
+    """MAJ:MIN of the block device holding path, the whole disk where it
+    is a partition (the throttle is the disk's request queue's)."""
+    st = os.stat(path)
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    sysfs = f"/sys/dev/block/{dev}"
+    if not os.path.exists(sysfs):
+        sys.exit(f"load_bench.py: --disk-rate: {path} is not on a block device ({dev}: no {sysfs})")
+    if os.path.exists(os.path.join(sysfs, "partition")):
+        with open(os.path.join(os.path.realpath(sysfs), "..", "dev")) as f:
+            dev = f.read().strip()
+    return dev
+
+
+@contextlib.contextmanager
+def disk_rate(path, rate):
+    """Reads from path's disk capped at rate bytes/s, for this process and
+    every process it starts meanwhile (the daemon, the loaders): a blkio
+    cgroup (v1's blkio.throttle.read_bps_device). Both sides of the
+    benchmark read the same disk through the same cap, as from a cloud
+    volume of that speed; the FUSE ceiling's RAM copies are not capped."""
+    root = "/sys/fs/cgroup/blkio"
+    if not os.path.exists(os.path.join(root, "blkio.throttle.read_bps_device")):
+        sys.exit("load_bench.py: --disk-rate needs cgroup v1's blkio controller at /sys/fs/cgroup/blkio (and root)")
+    group = os.path.join(root, f"ptwmfs-load-{os.getpid()}")
+    os.makedirs(group, exist_ok=True)
+    with open(os.path.join(group, "blkio.throttle.read_bps_device"), "w") as f:
+        f.write(f"{whole_disk(path)} {rate}\n")
+    with open(os.path.join(group, "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid()))
+    try:
+        yield
+    finally:
+        with open(os.path.join(root, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+        for _ in range(50):  # the daemon may take a moment to leave it
+            try:
+                os.rmdir(group)
+                break
+            except OSError:
+                time.sleep(0.1)
+
 
 # ---------------------------------------------------------------- processes
 
@@ -454,6 +551,10 @@ def main():
     parser.add_argument("--corpus", default=corpus, help=f"the corpus ({corpus})")
     parser.add_argument("--dtype", default="BF16", choices=DTYPES,
                         help="the checkpoint's weights: BF16, MXFP4, NVFP4 or F8_E4M3 (128x128 block scales) (BF16)")
+    parser.add_argument("--layers", default="corpus", choices=("corpus", "large"),
+                        help="low-precision checkpoints: the corpus' tensors as they are (corpus), or layers of "
+                             f"a large model's shape, {LARGE_SHAPE[0]}x{LARGE_SHAPE[1]}, cut from their values "
+                             "(large) (corpus)")
     parser.add_argument("--size", default="4G", help="checkpoint size (4G)")
     parser.add_argument("--shard", default="2G", help="shard size (2G)")
     parser.add_argument("--runs", type=int, default=5, help="runs of each cold measurement (5)")
@@ -464,22 +565,32 @@ def main():
     parser.add_argument("--only", default="seq,memmap,safetensors,warm,pack",
                         help="comma-separated subset of seq,memmap,safetensors,warm,pack")
     parser.add_argument("--keep", action="store_true", help="keep the checkpoint and stores for the next run")
+    parser.add_argument("--disk-rate", default=None,
+                        help="cap reads of the scratch's disk at this many bytes/s (K/M/G suffix) for both "
+                             "sides while loading, as a cloud volume of that speed would (a blkio cgroup; "
+                             "needs root) (no cap)")
     args = parser.parse_args()
     only = set(args.only.split(","))
     ptwmfs = os.path.join(args.build, "src", "fs", "ptwmfs")
     tool = os.path.join(args.build, "tools", "ptwmfs-tool", "ptwmfs-tool")
     total, shard_size = parse_size(args.size), parse_size(args.shard)
+    large = args.layers == "large"
+    if large and args.dtype == "BF16":
+        parser.error("--layers large is for the low-precision checkpoints (--dtype MXFP4, NVFP4, F8_E4M3)")
     if os.geteuid() != 0:
         print("note: not root: caches cannot be dropped, 'cold' is not cold", file=sys.stderr)
 
     scratch = args.scratch or os.path.join("/work" if os.path.isdir("/work") else tempfile.gettempdir(),
                                            f"ptwmfs-load-{total >> 20}M-{shard_size >> 20}M"
-                                           + ("" if args.dtype == "BF16" else f"-{args.dtype}"))
+                                           + ("" if args.dtype == "BF16" else f"-{args.dtype}")
+                                           + ("-large" if large else ""))
     raw_dir, store_dir = os.path.join(scratch, "raw"), os.path.join(scratch, "store")
     index = os.path.join(raw_dir, "model.safetensors.index.json")  # written last
     # What the kept checkpoint was built with (its parameters and recipe).
     key_file = os.path.join(scratch, "checkpoint.key")
     key = f"{args.dtype} {total} {shard_size}" + ("" if args.dtype == "BF16" else f" {LOWP_RECIPE} pool {LOWP_POOL}")
+    if large:  # (the corpus layout's key is as before: kept checkpoints stay reusable)
+        key += f" layers {LARGE_LAYERS}x{LARGE_SHAPE[0]}x{LARGE_SHAPE[1]}"
     ceiling_dir = None
     try:
         if not reusable(index, key_file, key, args.dtype):
@@ -488,7 +599,7 @@ def main():
             if args.dtype == "BF16":
                 build_checkpoint(args.corpus, raw_dir, total, shard_size)
             else:
-                build_lowp_checkpoint(args.corpus, raw_dir, total, shard_size, args.dtype, args.jobs)
+                build_lowp_checkpoint(args.corpus, raw_dir, total, shard_size, args.dtype, args.jobs, args.layers)
             with open(key_file, "w") as f:
                 f.write(key + "\n")
         shards = sorted(n for n in os.listdir(raw_dir) if n.endswith(".safetensors"))
@@ -515,7 +626,8 @@ def main():
         print(f"ptwmfs load benchmark: {len(shards)} shards, {size / 1e9:.2f} GB {args.dtype} in {raw_dir}; "
               f"stores {stored / 1e9:.2f} GB (ratio {stored / size:.3f}); options '{args.options}'")
         print(f"load average at start: {loadavg()}; {args.runs} cold runs each, raw and mount interleaved; "
-              f"MB/s of original bytes, median [min..max]")
+              f"MB/s of original bytes, median [min..max]"
+              + (f"; disk reads capped at {parse_size(args.disk_rate) / 1e6:.0f} MB/s" if args.disk_rate else ""))
         if pack_line:
             zs, zr, zsize = zstd_line
             print(f"pack -j{args.jobs}: {size / pack_line[0] / 1e6:.0f} MB/s, peak RSS {pack_line[1] >> 20} MiB, "
@@ -567,6 +679,8 @@ def main():
         mount_times, peak_rss = [], 0
         options = args.options
         with contextlib.ExitStack() as stack:
+            if args.disk_rate:
+                stack.enter_context(disk_rate(raw_dir, parse_size(args.disk_rate)))
             m = stack.enter_context(Mounted(ptwmfs, store_dir, options, prefix="ptwmfs-load-"))
             mount_times.append(m.mount_seconds)
             roots = {"raw": raw_dir, "mount": m.path}
