@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -64,10 +65,11 @@ public:
     const File& file() const { return file_; }
     PageCachePolicy policy() const { return policy_; }
     // Policy drop: drops all the file's pages once no read has come for
-    // `idle`, if any came since the last such drop. Spans drop as they fill
-    // (drop_read_pages); the last one never fills, and the kernel's
-    // read-ahead around it is not counted in it, so a reader that stops
-    // would leave it cached for good. A daemon calls this now and then.
+    // `idle`, if any came since the last such drop. The ranges read drop
+    // each time drop_every_ bytes were read (drop_read_pages); those of the
+    // last stretch never do, nor does the kernel's read-ahead past them, so
+    // a reader that stops would leave them cached for good. A daemon calls
+    // this now and then.
     void drop_pages_if_idle(std::chrono::steady_clock::time_point now, std::chrono::steady_clock::duration idle) const;
 
 private:
@@ -78,9 +80,15 @@ private:
     uint64_t size_;
     PageCachePolicy policy_;
     int direct_fd_ = -1;  // the file opened again with O_DIRECT (policy direct)
-    // Policy drop: the span read since pages were last dropped.
+    // Policy drop: the ranges read (merged, begin -> end) since their pages
+    // were last dropped, and how many bytes were read since then.
     mutable std::mutex drop_mutex_;
-    mutable uint64_t span_begin_ = UINT64_MAX, span_end_ = 0, span_bytes_ = 0;
+    struct ReadRange {
+        uint64_t end;
+        bool fresh;  // read since the last drop
+    };
+    mutable std::map<uint64_t, ReadRange> read_ranges_;
+    mutable uint64_t read_since_drop_ = 0;
     mutable bool read_since_idle_drop_ = false;
     mutable std::chrono::steady_clock::time_point last_read_;
     uint64_t drop_every_ = 0;
