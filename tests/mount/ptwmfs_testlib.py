@@ -52,8 +52,8 @@ def corpus_dir():
     return path if os.path.isdir(path) else None
 
 
-def pack(src, dst):
-    subprocess.run([executable("PTWMFS_TOOL"), "pack", src, dst], check=True,
+def pack(src, dst, *options):
+    subprocess.run([executable("PTWMFS_TOOL"), "pack", *options, src, dst], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

@@ -1,6 +1,7 @@
 #include "ptwm/store/chunk_cache.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +17,11 @@ using ptwm::ChunkCache;
 using ptwm::ChunkKey;
 using ptwm::ChunkPtr;
 
+// Chunks are counted at ChunkCache::footprint: whole pages plus their
+// entry. Lengths of whole pages keep the arithmetic of these tests plain.
+const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+size_t footprint(size_t length) { return ChunkCache::footprint(length); }
+
 // A decoder that fills the chunk with one byte and counts its calls.
 struct CountingDecoder {
     std::atomic<int> calls{0};
@@ -28,7 +34,7 @@ struct CountingDecoder {
 };
 
 TEST(ChunkCache, HitAfterMissReturnsSameBytes) {
-    ChunkCache cache(1000);
+    ChunkCache cache(10 * footprint(100));
     CountingDecoder decoder;
     ChunkPtr first = cache.get({1, 7}, 100, decoder.fill(42));
     ChunkPtr second = cache.get({1, 7}, 100, decoder.fill(99));
@@ -40,11 +46,27 @@ TEST(ChunkCache, HitAfterMissReturnsSameBytes) {
     EXPECT_EQ(s.misses, 1u);
     EXPECT_EQ(s.hits, 1u);
     EXPECT_EQ(s.bytes_decoded, 100u);
-    EXPECT_EQ(s.cached_bytes, 100u);
+    EXPECT_EQ(s.cached_bytes, footprint(100));
+}
+
+// A chunk holds whole pages and an entry however short it is: a cache of
+// many small chunks (FP4 checkpoints' scales and biases) counts that, so
+// its bound is the memory it holds.
+TEST(ChunkCache, CountsWholePagesAndTheEntry) {
+    EXPECT_EQ(footprint(1), kPage + ChunkCache::kEntryBytes);
+    EXPECT_EQ(footprint(kPage), kPage + ChunkCache::kEntryBytes);
+    EXPECT_EQ(footprint(kPage + 1), 2 * kPage + ChunkCache::kEntryBytes);
+    ChunkCache cache(10 * footprint(100));
+    CountingDecoder decoder;
+    for (uint64_t i = 0; i < 100; ++i) cache.get({4, i}, 100, decoder.fill(1));
+    const auto s = cache.stats();
+    EXPECT_EQ(s.cached_chunks, 10u);
+    EXPECT_EQ(s.cached_bytes, 10 * footprint(100));
+    EXPECT_EQ(s.evictions, 90u);
 }
 
 TEST(ChunkCache, KeysDifferingInStoreAreDistinct) {
-    ChunkCache cache(1000);
+    ChunkCache cache(1 << 20);
     CountingDecoder decoder;
     cache.get({1, 0}, 10, decoder.fill(1));
     ChunkPtr other = cache.get({2, 0}, 10, decoder.fill(2));
@@ -53,19 +75,19 @@ TEST(ChunkCache, KeysDifferingInStoreAreDistinct) {
 }
 
 TEST(ChunkCache, EvictsLeastRecentlyUsedByBytes) {
-    ChunkCache cache(300);
+    ChunkCache cache(3 * footprint(kPage));
     CountingDecoder decoder;
-    cache.get({0, 0}, 100, decoder.fill(0));
-    cache.get({0, 1}, 100, decoder.fill(1));
-    cache.get({0, 2}, 100, decoder.fill(2));
-    cache.get({0, 0}, 100, decoder.fill(0));  // touch 0: 1 is now the oldest
-    ChunkPtr held = cache.get({0, 1}, 100, decoder.fill(1));
+    cache.get({0, 0}, kPage, decoder.fill(0));
+    cache.get({0, 1}, kPage, decoder.fill(1));
+    cache.get({0, 2}, kPage, decoder.fill(2));
+    cache.get({0, 0}, kPage, decoder.fill(0));  // touch 0: 1 is now the oldest
+    ChunkPtr held = cache.get({0, 1}, kPage, decoder.fill(1));
     EXPECT_EQ(cache.stats().evictions, 0u);
 
-    cache.get({0, 3}, 150, decoder.fill(3));  // needs 150 more: evicts 2 and 0
+    cache.get({0, 3}, kPage + kPage / 2, decoder.fill(3));  // two pages: evicts 2 and 0
     auto s = cache.stats();
     EXPECT_EQ(s.evictions, 2u);
-    EXPECT_LE(s.cached_bytes, 300u);
+    EXPECT_LE(s.cached_bytes, 3 * footprint(kPage));
     EXPECT_TRUE(cache.contains({0, 1}));
     EXPECT_TRUE(cache.contains({0, 3}));
     EXPECT_FALSE(cache.contains({0, 0}));
@@ -73,7 +95,7 @@ TEST(ChunkCache, EvictsLeastRecentlyUsedByBytes) {
 }
 
 TEST(ChunkCache, EvictedChunkStaysAliveWhileHeld) {
-    ChunkCache cache(100);
+    ChunkCache cache(footprint(100));
     CountingDecoder decoder;
     ChunkPtr held = cache.get({0, 0}, 100, decoder.fill(5));
     cache.get({0, 1}, 100, decoder.fill(6));
@@ -82,13 +104,13 @@ TEST(ChunkCache, EvictedChunkStaysAliveWhileHeld) {
 }
 
 TEST(ChunkCache, ChunkLargerThanCapacityIsServedNotKept) {
-    ChunkCache cache(50);
+    ChunkCache cache(footprint(kPage));
     CountingDecoder decoder;
-    ChunkPtr big = cache.get({0, 0}, 80, decoder.fill(3));
-    EXPECT_EQ(big->size(), 80u);
+    ChunkPtr big = cache.get({0, 0}, 2 * kPage, decoder.fill(3));
+    EXPECT_EQ(big->size(), 2 * kPage);
     cache.get({0, 1}, 10, decoder.fill(4));
     EXPECT_FALSE(cache.contains({0, 0}));
-    EXPECT_LE(cache.stats().cached_bytes, 50u);
+    EXPECT_LE(cache.stats().cached_bytes, footprint(kPage));
 }
 
 // Decodes in flight cannot be evicted, so while several run the cache may
@@ -97,15 +119,16 @@ TEST(ChunkCache, ChunkLargerThanCapacityIsServedNotKept) {
 // case without threads; a CI run of the mount's stress test, eight
 // readers, ended with 1.7 MB in a 1 MiB cache.)
 TEST(ChunkCache, DecodesInFlightPastTheBoundAreEvictedOnceDone) {
-    ChunkCache cache(100);
+    ChunkCache cache(footprint(kPage) + footprint(kPage) / 2);
     CountingDecoder decoder;
-    cache.get({2, 0}, 60, [&](std::span<uint8_t> out) {
-        // 60 + 60 bytes in a 100-byte cache, the outer 60 in flight: the
-        // inner chunk, the only one that can go, goes once decoded.
-        const ChunkPtr inner = cache.get({2, 1}, 60, decoder.fill(5));
+    cache.get({2, 0}, kPage, [&](std::span<uint8_t> out) {
+        // Two chunks in a cache of one and a half, the outer one in
+        // flight: the inner chunk, the only one that can go, goes once
+        // decoded.
+        const ChunkPtr inner = cache.get({2, 1}, kPage, decoder.fill(5));
         EXPECT_EQ(inner->bytes()[0], 5);
         EXPECT_FALSE(cache.contains({2, 1}));
-        EXPECT_EQ(cache.stats().cached_bytes, 60u);
+        EXPECT_EQ(cache.stats().cached_bytes, footprint(kPage));
         std::fill(out.begin(), out.end(), uint8_t{6});
     });
     const ptwm::ChunkCacheStats s = cache.stats();
@@ -152,7 +175,7 @@ TEST(ChunkCache, ConcurrentRequestsMergeIntoOneDecode) {
 }
 
 TEST(ChunkCache, FailedDecodeReachesWaitersAndIsNotCached) {
-    ChunkCache cache(1000);
+    ChunkCache cache(1 << 20);
     auto failing = [](std::span<uint8_t>) { throw std::runtime_error("bad checksum"); };
     EXPECT_THROW(cache.get({0, 0}, 10, failing), std::runtime_error);
     EXPECT_FALSE(cache.contains({0, 0}));

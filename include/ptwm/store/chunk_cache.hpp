@@ -61,7 +61,7 @@ struct ChunkKeyHash {
 
 struct ChunkCacheStats {
     uint64_t capacity_bytes = 0;
-    uint64_t cached_bytes = 0;    // ready chunks plus decodes in flight
+    uint64_t cached_bytes = 0;    // ready chunks plus decodes in flight, as footprint() counts them
     uint64_t cached_chunks = 0;
     uint64_t hits = 0;            // found decoded
     uint64_t merged_waits = 0;    // found being decoded: waited for that decode
@@ -99,6 +99,14 @@ public:
 
     ChunkCacheStats stats() const;
     uint64_t capacity() const { return capacity_; }
+
+    // What a cached chunk of `length` bytes counts against the bound: the
+    // memory it holds, its buffer in whole pages plus kEntryBytes.
+    static size_t footprint(size_t length);
+    // The bookkeeping of one cached chunk, rounded up: its map and LRU
+    // nodes, the shared state of its future, its shared_ptr's control
+    // block and ChunkData, with malloc's headers.
+    static constexpr size_t kEntryBytes = 320;
 
 private:
     struct Entry {

@@ -30,6 +30,10 @@ EncodedChunk encode_chunk(std::span<const uint8_t> bytes, Decomposition d, const
 void decode_chunk_payload(const ChunkEntry& entry, std::span<const uint8_t> payload, std::span<uint8_t> out,
                           std::span<const uint8_t> scales = {}, const TensorLayout& layout = {});
 
+// Frees this thread's plane buffers (decode_chunk_payload's, reused from
+// chunk to chunk) that hold more than `keep_bytes`.
+void release_plane_buffers(size_t keep_bytes);
+
 // The layout of the chunk at file offset `chunk_offset` (absolute, as
 // TensorInfo::begin) of tensor `t`.
 TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset, bool block_scales = false);

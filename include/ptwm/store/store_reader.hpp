@@ -78,6 +78,12 @@ public:
     // thread keeps the scale chunk it decoded last for the grouped chunks
     // after it (and for a read of that chunk itself).
     void decode_chunk(size_t i, std::span<uint8_t> out, const ScaleChunkFetch& scales = {}) const;
+    // Frees the buffers this thread's decodes reuse from chunk to chunk (the
+    // stored bytes, the planes, the scales: each as large as the largest
+    // chunk it has decoded) where they hold more than `keep_bytes`. For a
+    // process with many decoding threads: else each keeps some twice the
+    // largest chunk it ever decoded for as long as it lives.
+    static void release_thread_buffers(size_t keep_bytes);
     // The block scales a grouped chunk decodes with (empty for other chunks).
     std::vector<uint8_t> chunk_scales(size_t i) const;
     // The tensor layout chunk i decodes with (decode_chunk_payload).

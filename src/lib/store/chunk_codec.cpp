@@ -57,6 +57,11 @@ std::array<uint8_t*, kMaxPlanes> split_to_scratch(Decomposition d, std::span<con
 
 }  // namespace
 
+void release_plane_buffers(size_t keep_bytes) {
+    for (auto& plane : t_scratch.planes)
+        if (plane.capacity() > keep_bytes) std::vector<uint8_t>().swap(plane);
+}
+
 uint64_t chunk_checksum(std::span<const uint8_t> bytes) { return xxh3(bytes.data(), bytes.size()); }
 
 TensorLayout tensor_layout(const TensorInfo& t, uint64_t chunk_offset, bool block_scales) {

@@ -37,6 +37,15 @@ std::atomic<uint64_t> g_next_reader_serial{1};
 
 }  // namespace
 
+void StoreReader::release_thread_buffers(size_t keep_bytes) {
+    for (std::vector<uint8_t>* buffer : {&t_payload, &t_partial, &t_scales, &t_scale_chunk.bytes}) {
+        if (buffer->capacity() <= keep_bytes) continue;
+        if (buffer == &t_scale_chunk.bytes) t_scale_chunk.reader = 0;  // holds nothing now
+        std::vector<uint8_t>().swap(*buffer);
+    }
+    release_plane_buffers(keep_bytes);
+}
+
 std::unique_ptr<StoreReader> StoreReader::open(const std::string& path) {
     return open(LocalFileSource::open(path));
 }
