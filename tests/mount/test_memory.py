@@ -78,6 +78,11 @@ class BoundedMemory(unittest.TestCase):
                                           for i in range(len(values))])
             pack(original, store)
             with Mount(store, f"cache_size={CACHE}") as mount:
+                if sanitized(mount.process.pid):
+                    # ASan's quarantine (256 MiB) holds the entries and
+                    # buffers of the chunks evicted: resident grew by 129
+                    # MiB in a CI run, none of it the cache's.
+                    self.skipTest("the sanitizer's allocator keeps freed memory")
                 at_start = status_bytes(mount.process.pid, "VmRSS")
                 with open(mount / "model.safetensors", "rb") as f:
                     fd = f.fileno()

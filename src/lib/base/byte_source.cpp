@@ -111,7 +111,7 @@ void LocalFileSource::drop_read_pages(uint64_t offset, size_t length) const {
     // values. Dropping everything up to the furthest read, as this once
     // did, threw away the kernel's read-ahead of the values in between:
     // cold reads of an MXFP4 store fetched 1.19 times its size from disk.)
-    // Not read by read either: ext4 caches a file in large folios (up to
+    // Nor do they go read by read: ext4 caches a file in large folios (up to
     // 2 MiB here) and POSIX_FADV_DONTNEED leaves every folio that reaches
     // past the range, so dropping each chunk's ~200 KiB after reading it
     // drops nearly nothing. Ranges read merge as they touch, and go once
