@@ -195,35 +195,62 @@ def write_shard(path, tensors):
     os.rename(tmp, path)
 
 
+class NoiseWindow:
+    """Consecutive slices of a fixed noise array, so that repeated tensors
+    get fresh noise cheaply; a slice that would run past the array's end
+    starts at a random place in it instead (at 0 when it is longer)."""
+
+    def __init__(self, noise, rng):
+        self.noise, self.rng, self.at = noise, rng, 0
+
+    def take(self, n):
+        if self.at + n > self.noise.size:
+            self.at = int(self.rng.integers(0, self.noise.size - n)) if n < self.noise.size else 0
+        view = self.noise[self.at:self.at + n]
+        self.at += n
+        return view
+
+
+class ShardSplitter:
+    """Tensors dealt into shards in order: a shard closes once it holds
+    shard_size bytes or more, and a group added at once (a tensor and its
+    scales) never straddles two."""
+
+    def __init__(self, shard_size):
+        self.shard_size, self.shards, self.current, self.current_bytes, self.written = shard_size, [], [], 0, 0
+
+    def add(self, tensors):
+        group_bytes = sum(len(t[-1]) for t in tensors)
+        self.current += tensors
+        self.current_bytes += group_bytes
+        self.written += group_bytes
+        if self.current_bytes >= self.shard_size:
+            self.shards.append(self.current)
+            self.current, self.current_bytes = [], 0
+
+    def finish(self):
+        if self.current:
+            self.shards.append(self.current)
+            self.current, self.current_bytes = [], 0
+        return self.shards
+
+
 def build_checkpoint(corpus, out, total, shard_size):
     """Shards of repeated corpus tensors, each copy's low mantissa bits
     XORed with fresh noise so no two copies are alike."""
     os.makedirs(out, exist_ok=True)
     base = corpus_tensors(corpus)
     rng = np.random.default_rng(11)
-    noise = (rng.integers(0, 4, size=16 << 20, dtype=np.uint16)).astype("<u2")  # 32 MiB of noise
-    noise_at = 0
-    shards, current, current_bytes, written, layer = [], [], 0, 0, 0
-    while written < total:
+    noise = NoiseWindow((rng.integers(0, 4, size=16 << 20, dtype=np.uint16)).astype("<u2"), rng)  # 32 MiB
+    split, layer = ShardSplitter(shard_size), 0
+    while split.written < total:
         for name, shape, data in base:
-            if written >= total:
+            if split.written >= total:
                 break
             words = np.frombuffer(data, dtype="<u2")
-            n = words.size
-            if noise_at + n > noise.size:
-                noise_at = int(rng.integers(0, noise.size - n)) if n < noise.size else 0
-            noisy = words ^ noise[noise_at:noise_at + n]
-            noise_at += n
-            current.append((f"model.layers.{layer}.{name}", shape, noisy.tobytes()))
-            current_bytes += len(data)
-            written += len(data)
-            if current_bytes >= shard_size:
-                shards.append(current)
-                current, current_bytes = [], 0
+            split.add([(f"model.layers.{layer}.{name}", shape, (words ^ noise.take(words.size)).tobytes())])
         layer += 1
-    if current:
-        shards.append(current)
-    return write_checkpoint(out, shards, written)
+    return write_checkpoint(out, split.finish(), split.written)
 
 
 # ------------------------------------------------ low-precision checkpoint
@@ -337,51 +364,34 @@ def build_lowp_checkpoint(corpus, out, total, shard_size, dtype, jobs, layers):
           file=sys.stderr, flush=True)
     values_dtype = "F8_E4M3" if dtype == "F8_E4M3" else "U8"
     rng = np.random.default_rng(12)
-    noise = rng.integers(0, 256, size=32 << 20, dtype=np.uint8)  # 32 MiB of noise
-    noise_at = 0
-
-    def take(n):
-        nonlocal noise_at
-        if noise_at + n > noise.size:
-            noise_at = int(rng.integers(0, noise.size - n)) if n < noise.size else 0
-        view = noise[noise_at:noise_at + n]
-        noise_at += n
-        return view
-
-    shards, current, current_bytes, written, layer = [], [], 0, 0, 0
+    noise = NoiseWindow(rng.integers(0, 256, size=32 << 20, dtype=np.uint8), rng)  # 32 MiB
+    split, layer = ShardSplitter(shard_size), 0
     groups = len(pool[0])
-    while written < total:
+    while split.written < total:
         members = rng.integers(0, len(pool), size=groups)
         shifts = rng.integers(-1, 2, size=groups)
         factors = np.exp(rng.normal(0, 0.2, size=groups)).astype(np.float32)
         for g in range(groups):
-            if written >= total:
+            if split.written >= total:
                 break
             full, parts = pool[members[g]][g]
-            group_bytes = 0
+            group = []
             for suffix, dt, shape, data in parts:
                 a = np.frombuffer(data, dtype=np.uint8)
                 if dt == "BF16":
                     words = np.frombuffer(data, dtype="<u2")
-                    data = (words ^ (take(words.size) & 3).astype("<u2")).tobytes()
+                    data = (words ^ (noise.take(words.size) & 3).astype("<u2")).tobytes()
                 elif dt == values_dtype and suffix in ("", ".blocks"):
-                    data = (a ^ (take(a.size) & _sign_mask(a, dtype))).tobytes()
+                    data = (a ^ (noise.take(a.size) & _sign_mask(a, dtype))).tobytes()
                 elif dtype == "MXFP4":  # .scales, E8M0 as U8; 0 (an all-zero block) stays
                     data = np.where(a > 0, np.clip(a.astype(np.int16) + shifts[g], 1, 254), 0).astype(np.uint8).tobytes()
                 elif dt == "F32":  # NVFP4's X_scale_2, FP8's X_scale_inv
                     data = (np.frombuffer(data, dtype="<f4") * factors[g]).astype("<f4").tobytes()
-                current.append((f"model.layers.{layer}.{full}{suffix}", dt, shape, data))
-                group_bytes += len(data)
-            current_bytes += group_bytes
-            written += group_bytes
-            if current_bytes >= shard_size:
-                shards.append(current)
-                current, current_bytes = [], 0
+                group.append((f"model.layers.{layer}.{full}{suffix}", dt, shape, data))
+            split.add(group)
         layer += 1
-    if current:
-        shards.append(current)
-    names = write_checkpoint(out, shards, written)
-    print(f"  built {written / 1e9:.2f} GB in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    names = write_checkpoint(out, split.finish(), split.written)
+    print(f"  built {split.written / 1e9:.2f} GB in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     return names
 
 # ----------------------------------------------------------- disk rate
