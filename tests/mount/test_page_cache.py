@@ -42,20 +42,25 @@ def on_tmpfs(path):
     return best[1] == "tmpfs"
 
 
-class PageCachePolicy(unittest.TestCase):
+class OnDiskTestCase(unittest.TestCase):
+    """A temporary directory self.dir, removed after the test; skips where
+    it is on tmpfs, whose pages cannot be dropped."""
+
     def setUp(self):
-        self.tmp = TempDir()
-        self.dir = self.tmp.__enter__()
+        tmp = TempDir()
+        self.dir = tmp.__enter__()
+        self.addCleanup(tmp.__exit__, None, None, None)
         if on_tmpfs(self.dir):
-            self.tmp.__exit__(None, None, None)
             self.skipTest("the temporary directory is on tmpfs, whose pages cannot be dropped")
+
+
+class PageCachePolicy(OnDiskTestCase):
+    def setUp(self):
+        super().setUp()
         self.original, self.store = make_packed_model(self.dir, scale=32)
         self.files = regular_files(self.original)
         self.stores = [os.path.join(self.store, f + ".ptwm") for f in self.files if f.endswith(".safetensors")]
         self.assertTrue(self.stores)
-
-    def tearDown(self):
-        self.tmp.__exit__(None, None, None)
 
     def read_everything(self, mount):
         for rel in self.files:
@@ -144,7 +149,7 @@ def disk_bytes_read(pid):
         return next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
 
 
-class DropFetchesEachStoreByteOnce(unittest.TestCase):
+class DropFetchesEachStoreByteOnce(OnDiskTestCase):
     """With page_cache=drop, a cold sequential read through the mount
     fetches the store from disk once, as with keep: what goes from the page
     cache is what was read, never what the kernel read ahead and the daemon
@@ -156,11 +161,7 @@ class DropFetchesEachStoreByteOnce(unittest.TestCase):
     def setUp(self):
         if not os.path.exists(f"/proc/{os.getpid()}/io"):
             self.skipTest("no /proc/PID/io (the kernel counts no I/O per process)")
-        self.tmp = TempDir()
-        self.dir = self.tmp.__enter__()
-        if on_tmpfs(self.dir):
-            self.tmp.__exit__(None, None, None)
-            self.skipTest("the temporary directory is on tmpfs, whose pages cannot be dropped")
+        super().setUp()
         g = make_layouts.Gen(7)
         tensors = []
         for layer in range(6):  # 6 x 4 MiB of blocks, each with 256 KiB of scales after them
@@ -172,9 +173,6 @@ class DropFetchesEachStoreByteOnce(unittest.TestCase):
         self.store_dir = os.path.join(self.dir, "store")
         pack(os.path.join(self.dir, "model"), self.store_dir)
         self.store = os.path.join(self.store_dir, "model.safetensors.ptwm")
-
-    def tearDown(self):
-        self.tmp.__exit__(None, None, None)
 
     def fetched(self, policy):
         """Store bytes fetched from disk by a cold sequential read of the file."""
