@@ -551,14 +551,13 @@ bool has_avx512() { return g_simd.avx512(); }
 bool has_avx2() { return g_simd.avx2(); }
 
 // The AVX-512 state-signs decoder's gathers, 8 or 16 lanes: 0 for the
-// CPU's own (see decode_state_signs_avx512), else what a test forces. (The
-// AVX2 decoder's: srans::avx2::gathers_by_loads.)
+// default, 16 (see decode_state_signs_avx512), else what a test forces.
+// (The AVX2 decoder's: srans::avx2::gathers_by_loads.)
 std::atomic<unsigned> g_gather_lanes{0};
 
 bool whole_vector_gathers() {
-    static const bool intel = __builtin_cpu_is("intel");
     const unsigned forced = g_gather_lanes.load(std::memory_order_relaxed);
-    return forced ? forced == 16 : intel;
+    return forced ? forced == 16 : true;
 }
 
 #endif
@@ -1224,10 +1223,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_offsets
 // makes a gather index. The gathers bound the round (about 20 cycles for 16
 // lanes on Zen 4), and little runs beside them: every other op adds to its
 // time, and the round is written to have few. Gathers of 16 lanes
-// (Gather16) or two of 8 a vector, each where it is faster: on Zen 4 two of
-// 8 decoded the corpus's FP8 files 2-8% faster; on an Intel Xeon (Sapphire
+// (Gather16), or two of 8 a vector (tests): on an Intel Xeon (Sapphire
 // Rapids) one of 16 decoded the derived E5M2 and per-channel files 3-8%
-// faster. (A vpmuludq pair in place of vpmulld, whose latency is twice
+// faster. On Zen 4 two of 8 were 2-8% faster while the column classes'
+// offsets were 16-bit and widened by the load; with 32-bit ones, 16 lanes
+// decode the column-class and per-tensor FP8 files 3-6.7% faster, and the
+// per-channel files (row classes, 16-bit offsets) within 2% either way.
+// (A vpmuludq pair in place of vpmulld, whose latency is twice
 // theirs on Intel, and one 16-bit expand renormalising two vectors, which
 // takes a popcount off the chain between them, were no faster there.)
 template <bool Classes, bool Gather16, size_t Lanes, class Offset>
