@@ -235,6 +235,22 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
                                       simd);
                 }
     }
+    // Row classes at and above the default chunk size, where the decoder
+    // takes their offsets as 32-bit words up to it and 16-bit ones above.
+    {
+        const auto big = fp8_kernel(3000, 96, 11);  // 288,000 bytes
+        const std::vector<uint64_t> big_shape = {3000, 96};
+        for (const char* simd : kSimdModes) {
+            use_simd(simd);
+            for (size_t len : {size_t{256} << 10, big.size()}) {
+                const auto in = std::span<const uint8_t>(big).first(len);
+                expect_round_trip(in,
+                                  f8tables::encode_with(in, {big_shape, 0, DType::F8_E4M3, {}},
+                                                        {2, 12, false, true, true, true, true}),
+                                  simd);
+            }
+        }
+    }
     use_best_simd();
     EXPECT_THROW(f8tables::encode_with(kernel, layout, {0, 12, false, true, true, false, true}), Error);
     {

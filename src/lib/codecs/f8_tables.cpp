@@ -75,6 +75,8 @@ constexpr size_t kStateSignsMin = 2048;  // below, 4 states are cheaper than 32
 // four-byte states at 64 KiB. From 4 KiB, the derived posenet and movenet
 // files grew 0.005-0.01% more, for no speed that rose above the noise.
 constexpr size_t kSixtyFourMin = 16u << 10;
+// Row classes' offsets are 32-bit words in chunks up to this size (see decode).
+constexpr size_t kWideRowOffsetsMax = 256u << 10;
 // The encoder's precisions: up to 12 bits. 13 and 14 (whose slots fit when
 // no symbol takes more than 2^12 of them) saved 0.03% on esrgan's F8 file
 // and decoded 10-15% slower (tables of 8-16K slots built per chunk, and
@@ -1634,13 +1636,15 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         // the whole chunk. Built once (a 256 KiB chunk of row classes used
         // to be allocated, zeroed and copied twice).
         if (row_classes) period = std::max<size_t>(n, 1), phase = 0;
-        // Each column's (or byte's) table offset in the slot words. Row
-        // classes give every byte its own: 16 bits where they fit (the
-        // encoder's tables, up to 2^12 slots) keep them at twice the chunk's
-        // size, not four times. Column classes have one a column (at most a
-        // few thousand), so they take 32 bits, which the SIMD rounds load
-        // as they are instead of widening them: FP8 files with column
-        // classes decoded 3-5% faster on Zen 4 (AVX-512), the same with AVX2.
+        // Each column's (or byte's) table offset in the slot words, as
+        // 32-bit words, which the SIMD rounds load as they are instead of
+        // widening them: column classes, one a column (at most a few
+        // thousand), decoded 3-5% faster on Zen 4 (AVX-512) so, the same
+        // with AVX2. Row classes give every byte its own: 32 bits up to
+        // the default chunk (1 MiB a decoding thread, kept for the next;
+        // the per-channel files 2-4% faster), 16 bits in larger chunks
+        // where they fit (the encoder's tables, up to 2^12 slots): twice
+        // the chunk's size, not four times.
         const auto decode_with = [&]<class Offset>() {
             const auto at = [&](uint8_t c) { return static_cast<Offset>(uint32_t{c} << prec); };
             const auto ext = wrapped_classes<Offset>(period, sixty_four ? 64 : 32, [&](std::span<Offset> first) {
@@ -1660,7 +1664,7 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
                 decode_state_signs(tables, ext, signs, prec, period, phase, d, out);
             }
         };
-        if (row_classes && (7u << prec) <= UINT16_MAX) decode_with.template operator()<uint16_t>();
+        if (row_classes && n > kWideRowOffsetsMax && (7u << prec) <= UINT16_MAX) decode_with.template operator()<uint16_t>();
         else decode_with.template operator()<uint32_t>();
         return;
     }
