@@ -235,11 +235,12 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
                                       simd);
                 }
     }
-    // Row classes at and above the default chunk size, where the decoder
-    // takes their offsets as 32-bit words up to it and 16-bit ones above.
+    // Row classes in chunks above the default size, and in rows shorter
+    // than a round of 64 states (48 bytes: AVX-512 takes them by their
+    // rows with 32 states, by an offset a byte with 64), at any phase.
     {
-        const auto big = fp8_kernel(3000, 96, 11);  // 288,000 bytes
-        const std::vector<uint64_t> big_shape = {3000, 96};
+        const auto big = fp8_kernel(3000, 96, 11), short_rows = fp8_kernel(2000, 48, 12);  // 288,000, 96,000 bytes
+        const std::vector<uint64_t> big_shape = {3000, 96}, short_shape = {2000, 48};
         for (const char* simd : kSimdModes) {
             use_simd(simd);
             for (size_t len : {size_t{256} << 10, big.size()}) {
@@ -249,6 +250,14 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
                                                         {2, 12, false, true, true, true, true}),
                                   simd);
             }
+            for (bool sixty_four : {false, true})
+                for (uint64_t offset : {uint64_t{0}, uint64_t{48 * 5 + 17}}) {
+                    const auto in = std::span<const uint8_t>(short_rows).subspan(offset, 20000);
+                    expect_round_trip(in,
+                                      f8tables::encode_with(in, {short_shape, offset, DType::F8_E4M3, {}},
+                                                            {3, 11, false, true, true, sixty_four, true}),
+                                      simd);
+                }
         }
     }
     use_best_simd();

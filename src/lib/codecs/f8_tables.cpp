@@ -75,8 +75,6 @@ constexpr size_t kStateSignsMin = 2048;  // below, 4 states are cheaper than 32
 // four-byte states at 64 KiB. From 4 KiB, the derived posenet and movenet
 // files grew 0.005-0.01% more, for no speed that rose above the noise.
 constexpr size_t kSixtyFourMin = 16u << 10;
-// Row classes' offsets are 32-bit words in chunks up to this size (see decode).
-constexpr size_t kWideRowOffsetsMax = 256u << 10;
 // The encoder's precisions: up to 12 bits. 13 and 14 (whose slots fit when
 // no symbol takes more than 2^12 of them) saved 0.03% on esrgan's F8 file
 // and decoded 10-15% slower (tables of 8-16K slots built per chunk, and
@@ -1182,6 +1180,26 @@ __attribute__((target("avx2"))) void fill_slots_avx2(uint32_t* w, const uint32_t
 }
 #endif
 
+// Row classes read by the AVX-512 rounds from the rows themselves, not
+// from an offset a byte: each row's table offset (one more at the end, so
+// that a round may look one row ahead), the rows' length (at least a
+// round's bytes: a round then spans two rows at most) and where the decoder
+// is, its row and the bytes left in it. Writing and reading an offset a
+// byte (1 MiB for a 256 KiB chunk) was a ninth of the per-channel FP8
+// files' decode; for other CPUs the decoder still writes them.
+struct RowCursor {
+    const uint32_t* at = nullptr;
+    uint64_t length = 0;
+    uint64_t row = 0;
+    uint64_t left = 0;  // 1 .. length
+    uint32_t offset() const { return at[row]; }
+    // On by k bytes, k <= length.
+    void step(uint64_t k) {
+        if (left > k) left -= k;
+        else ++row, left += length - k;
+    }
+};
+
 void fill_slots(uint32_t* w, const uint32_t* freq, const uint32_t* cum, size_t alphabet) {
 #ifdef PTWM_F8_WIDE_AVX512
     if (has_avx512()) return fill_slots_avx512(w, freq, cum, alphabet);
@@ -1234,11 +1252,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_offsets
 // (A vpmuludq pair in place of vpmulld, whose latency is twice
 // theirs on Intel, and one 16-bit expand renormalising two vectors, which
 // takes a popcount off the chain between them, were no faster there.)
-template <bool Classes, bool Gather16, size_t Lanes, class Offset>
+template <bool Classes, bool Rows, bool Gather16, size_t Lanes, class Offset>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_signs_avx512(
-    const uint32_t* words, const Offset* cls_at, uint64_t period, uint64_t& j, unsigned prec, const uint8_t* signs,
-    srans::DecodeState<Lanes>& d, uint8_t* out, size_t n) {
+    const uint32_t* words, const Offset* cls_at, uint64_t period, uint64_t& j, RowCursor* rows, unsigned prec,
+    const uint8_t* signs, srans::DecodeState<Lanes>& d, uint8_t* out, size_t n) {
+    static_assert(!Rows || Classes);
     constexpr int V = Lanes / 16;
+    RowCursor rc = Rows ? *rows : RowCursor{};  // a local copy: stores to `out` could alias *rows
+    __m512i lane[V];  // each vector's byte indices in the round
+    for (int v = 0; v < V; ++v)
+        lane[v] = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                   _mm512_set1_epi32(16 * v));
     __m512i x[V];
     for (int v = 0; v < V; ++v) x[v] = _mm512_loadu_si512(d.x.data() + 16 * v);
     const __m512i mask = _mm512_set1_epi32(static_cast<int>((1u << prec) - 1));
@@ -1255,9 +1279,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_si
     for (; i + Lanes <= n; i += Lanes) {
         const bool near_end = end - p < static_cast<std::ptrdiff_t>(2 * Lanes);
         __m512i e[V];
+        __m512i here, next, left;
+        if constexpr (Rows) {
+            here = _mm512_set1_epi32(static_cast<int>(rc.offset()));
+            next = _mm512_set1_epi32(static_cast<int>(rc.at[rc.row + 1]));
+            left = _mm512_set1_epi32(static_cast<int>(std::min<uint64_t>(rc.left, Lanes)));
+        }
         for (int v = 0; v < V; ++v) {
             __m512i idx;
-            if constexpr (Classes) {
+            if constexpr (Rows) {
+                // Bytes before the row's end take its offset, the rest the next row's.
+                const __m512i c = _mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(lane[v], left), next, here);
+                idx = _mm512_ternarylogic_epi32(x[v], mask, c, 0xEA);  // (x & mask) | c
+            } else if constexpr (Classes) {
                 idx = _mm512_ternarylogic_epi32(x[v], mask, load_offsets16(cls_at + j + 16 * v), 0xEA);  // (x & mask) | c
             } else {
                 idx = _mm512_and_si512(x[v], mask);
@@ -1270,7 +1304,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_si
                 e[v] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
             }
         }
-        if constexpr (Classes) {
+        if constexpr (Rows) {
+            rc.step(Lanes);
+        } else if constexpr (Classes) {
             j += step;  // (j + Lanes) mod period, without a division
             if (j >= period) j -= period;
         }
@@ -1302,6 +1338,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))) size_t decode_state_si
     }
     for (int v = 0; v < V; ++v) _mm512_storeu_si512(d.x.data() + 16 * v, x[v]);
     d.p = p;
+    if constexpr (Rows) *rows = rc;
     return i;
 }
 #pragma GCC diagnostic pop
@@ -1363,10 +1400,12 @@ inline uint64_t sign_bytes(uint32_t bits) {
 // The state-signs layout: the wide layout's bytes, then the last signs from
 // the final states. `kept_signs`: the payload's sign bytes (the signs of the
 // bytes before the last min(n, 960)).
+// `rows`: row classes by their rows (then cls_at is empty, and the CPU has
+// AVX-512).
 template <size_t Lanes, class Offset>
 void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls_at,
                         std::span<const uint8_t> kept_signs, unsigned prec, uint64_t period, uint64_t phase,
-                        srans::DecodeState<Lanes>& d, std::span<uint8_t> out) {
+                        srans::DecodeState<Lanes>& d, std::span<uint8_t> out, RowCursor* rows = nullptr) {
     const size_t n = out.size();
     const size_t tail = std::min(n, kStateSignsTotal<Lanes>), kept = n - tail;
     // All signs, the tail's zero until the states give them back; 8 bytes
@@ -1385,10 +1424,13 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls
 #ifdef PTWM_F8_WIDE_AVX512
         if (has_avx512()) {
             const auto rounds = [&]<bool Gather16>() {
-                return classes ? decode_state_signs_avx512<true, Gather16, Lanes, Offset>(words, cls_ext, period, j, prec,
-                                                                                          signs.data(), d, out.data(), n)
-                               : decode_state_signs_avx512<false, Gather16, Lanes, Offset>(words, nullptr, period, j, prec,
-                                                                                           signs.data(), d, out.data(), n);
+                const auto with = [&]<bool Classes, bool Rows>() {
+                    return decode_state_signs_avx512<Classes, Rows, Gather16, Lanes, Offset>(
+                        words, cls_ext, period, j, rows, prec, signs.data(), d, out.data(), n);
+                };
+                return rows      ? with.template operator()<true, true>()
+                       : classes ? with.template operator()<true, false>()
+                                 : with.template operator()<false, false>();
             };
             i = whole_vector_gathers() ? rounds.template operator()<true>() : rounds.template operator()<false>();
         } else if (has_avx2()) {
@@ -1401,7 +1443,7 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls
             i = srans::avx2::gathers_by_loads() ? rounds.template operator()<true>() : rounds.template operator()<false>();
         }
 #endif
-        if (i == 0) {
+        if (i == 0 && !rows) {
             if (classes)
                 i = decode_state_signs_rounds<true, Lanes, Offset>(words, cls_ext, period, j, prec, signs.data(), d, out.data(), n);
             else
@@ -1413,8 +1455,14 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls
     const uint8_t* p = d.p;
     const uint8_t* const end = d.end;
     for (; i < n; ++i) {
-        const uint32_t* w = words + cls_at[j];
-        j = j + 1 == period ? 0 : j + 1;
+        const uint32_t* w;
+        if (rows) {
+            w = words + rows->offset();
+            rows->step(1);
+        } else {
+            w = words + cls_at[j];
+            j = j + 1 == period ? 0 : j + 1;
+        }
         uint32_t& x = d.x[i % Lanes];
         const uint32_t e = w[x & mask];
         x = ((e >> 7) & 0x1FFF) * (x >> prec) + (e >> 20);
@@ -1636,14 +1684,31 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         // the whole chunk. Built once (a 256 KiB chunk of row classes used
         // to be allocated, zeroed and copied twice).
         if (row_classes) period = std::max<size_t>(n, 1), phase = 0;
-        // Each column's (or byte's) table offset in the slot words, as
-        // 32-bit words, which the SIMD rounds load as they are instead of
-        // widening them: column classes, one a column (at most a few
-        // thousand), decoded 3-5% faster on Zen 4 (AVX-512) so, the same
-        // with AVX2. Row classes give every byte its own: 32 bits up to
-        // the default chunk (1 MiB a decoding thread, kept for the next;
-        // the per-channel files 2-4% faster), 16 bits in larger chunks
-        // where they fit (the encoder's tables, up to 2^12 slots): twice
+        // Row classes with AVX-512, in rows of at least a round's bytes:
+        // each row's table offset, and the rounds take them row by row (see
+        // RowCursor).
+        const size_t lanes = sixty_four ? 64 : 32;
+        if (row_classes && has_avx512() && chunk_period >= lanes && !cls.empty()) {
+            thread_local Scratch memory;
+            const auto at = reinterpret_cast<uint32_t*>(memory.get((cls.size() + 1) * sizeof(uint32_t)).data());
+            for (size_t r = 0; r < cls.size(); ++r) at[r] = uint32_t{cls[r]} << prec;
+            at[cls.size()] = at[cls.size() - 1];  // the row a chunk's last round may look ahead to
+            RowCursor rows{at, chunk_period, 0, chunk_period - chunk_phase};
+            if (sixty_four) {
+                srans::DecodeState<64> d(payload, states);
+                decode_state_signs<64, uint32_t>(tables, {}, signs, prec, n, 0, d, out, &rows);
+            } else {
+                srans::DecodeState<32> d(payload, states);
+                decode_state_signs<32, uint32_t>(tables, {}, signs, prec, n, 0, d, out, &rows);
+            }
+            return;
+        }
+        // Otherwise each column's (or byte's) table offset in the slot
+        // words. Column classes, one a column (at most a few thousand), take
+        // 32 bits, which the SIMD rounds load as they are instead of
+        // widening them (3-5% faster on Zen 4 with AVX-512, the same with
+        // AVX2). Row classes give every byte its own: 16 bits where they
+        // fit (the encoder's tables, up to 2^12 slots) keep them at twice
         // the chunk's size, not four times.
         const auto decode_with = [&]<class Offset>() {
             const auto at = [&](uint8_t c) { return static_cast<Offset>(uint32_t{c} << prec); };
@@ -1664,7 +1729,7 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
                 decode_state_signs(tables, ext, signs, prec, period, phase, d, out);
             }
         };
-        if (row_classes && n > kWideRowOffsetsMax && (7u << prec) <= UINT16_MAX) decode_with.template operator()<uint16_t>();
+        if (row_classes && (7u << prec) <= UINT16_MAX) decode_with.template operator()<uint16_t>();
         else decode_with.template operator()<uint32_t>();
         return;
     }
