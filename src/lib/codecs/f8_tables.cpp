@@ -1238,9 +1238,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_offsets
 
 // As decode_wide_avx512 with two or four vectors of 16 states, one gather
 // a state: whole rounds of 32 or 64 bytes while the payload has room for a
-// word per state. cls_at: each column's (or byte's) table offset, its class
-// << prec (16 bits up to 13-bit tables, else 32), so that one ternary op
-// makes a gather index. The gathers bound the round (about 20 cycles for 16
+// word per state. cls_at: each column's table offset, its class << prec
+// (32 bits; each byte's, 16 bits where they fit, for row classes in rows
+// shorter than a round), so that one ternary op makes a gather index; with
+// Rows the offsets come from `rows` instead. The gathers bound the round (about 20 cycles for 16
 // lanes on Zen 4), and little runs beside them: every other op adds to its
 // time, and the round is written to have few. Gathers of 16 lanes
 // (Gather16), or two of 8 a vector (tests): on an Intel Xeon (Sapphire
