@@ -1241,9 +1241,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i load_offsets
 // word per state. cls_at: each column's table offset, its class << prec
 // (32 bits; each byte's, 16 bits where they fit, for row classes in rows
 // shorter than a round), so that one ternary op makes a gather index; with
-// Rows the offsets come from `rows` instead. The gathers bound the round (about 20 cycles for 16
-// lanes on Zen 4), and little runs beside them: every other op adds to its
-// time, and the round is written to have few. Gathers of 16 lanes
+// Rows the offsets come from `rows` instead. The gathers bound the round
+// (about 20 cycles for 16 lanes on Zen 4), and little runs beside them:
+// every other op adds to its time, and the round is written to have few. Gathers of 16 lanes
 // (Gather16), or two of 8 a vector (tests): on an Intel Xeon (Sapphire
 // Rapids) one of 16 decoded the derived E5M2 and per-channel files 3-8%
 // faster. On Zen 4 two of 8 were 2-8% faster while the column classes'
@@ -1688,8 +1688,12 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         // Row classes with AVX-512, in rows of at least a round's bytes:
         // each row's table offset, and the rounds take them row by row (see
         // RowCursor).
-        const size_t lanes = sixty_four ? 64 : 32;
-        if (row_classes && has_avx512() && chunk_period >= lanes && !cls.empty()) {
+#ifdef PTWM_F8_WIDE_AVX512
+        const bool by_rows = row_classes && has_avx512() && chunk_period >= (sixty_four ? 64u : 32u) && !cls.empty();
+#else
+        const bool by_rows = false;
+#endif
+        if (by_rows) {
             thread_local Scratch memory;
             const auto at = reinterpret_cast<uint32_t*>(memory.get((cls.size() + 1) * sizeof(uint32_t)).data());
             for (size_t r = 0; r < cls.size(); ++r) at[r] = uint32_t{cls[r]} << prec;
