@@ -61,7 +61,7 @@ constexpr double kAdaptiveMargin = 0.05;
 // Below the archive levels only on planes up to this size: at 25-40 ns a
 // byte, planes of 1-4 KiB took 11% of posenet F8's decode time, a third of
 // posenet MXFP4's and a quarter of posenet F16's, for 0.01-0.1% of their
-// size (the biases' 32-byte planes, where it pays most, stay).
+// size (the biases' smaller planes stayed; see the margin below).
 constexpr size_t kAdaptiveFastMax = 256;
 // ... and there it must save a quarter of the plane. At 0.05 it won 4-160
 // planes a file on the corpus and derived files, biases' exponent planes
