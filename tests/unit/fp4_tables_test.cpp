@@ -259,6 +259,32 @@ TEST(Fp4Tables, DamagedPayloadsAreErrorsThatNameTheCodec) {
     expect_corrupt(bad, m.scales, n, "the split layout without the wide one");
 }
 
+// A block whose group has no table is an error that names the block. The
+// encoder gives every group a table; a payload whose header claims one
+// more group than it describes reads that group's table from the zero bits
+// after the last one, as absent, and a block whose scale lies past the
+// other groups falls in it. (The decoder checks blocks one by one only
+// where some group has no table.)
+TEST(Fp4Tables, ABlockWhoseGroupHasNoTableIsAnError) {
+    for (fp4tables::Kind kind : kKinds) {
+        const Blocks m = make_blocks(kind, 3000, 21);
+        const auto good = fp4tables::encode(m.blocks, m.scales, kind);
+        std::vector<uint8_t> out(m.blocks.size());
+        fp4tables::decode(good, out, m.scales);
+        ASSERT_EQ(out, m.blocks);
+        auto more = good;
+        ++more[2];
+        auto scales = m.scales;
+        scales[7] = kind == fp4tables::Kind::mx ? 0xFF : 0x7E;  // the largest context: the last group
+        try {
+            fp4tables::decode(more, out, scales);
+            ADD_FAILURE() << "decoded a block with no table";
+        } catch (const CorruptData& e) {
+            EXPECT_NE(std::string(e.what()).find("block 7 has no table"), std::string::npos) << e.what();
+        }
+    }
+}
+
 // The split layout's streams have their count and all but the last one's
 // length in front of them (varints after the header and tables): a count
 // or a length that does not fit, or one that moves the boundary between
