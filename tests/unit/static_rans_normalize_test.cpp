@@ -21,7 +21,8 @@
 namespace ptwm {
 namespace {
 
-std::vector<uint32_t> by_the_rule(const std::vector<uint8_t>& code, unsigned prec) {
+// The rule's first cut: each present symbol's weight, rounded, at least 1.
+std::vector<uint32_t> rounded_weights(const std::vector<uint8_t>& code, unsigned prec) {
     static constexpr uint64_t kQuarter[4] = {65536, 77936, 92682, 110218};
     const auto weight = [](unsigned c) { return kQuarter[(c - 1) & 3] << ((c - 1) >> 2); };
     const uint64_t total = uint64_t{1} << prec;
@@ -29,17 +30,24 @@ std::vector<uint32_t> by_the_rule(const std::vector<uint8_t>& code, unsigned pre
     for (uint8_t c : code)
         if (c) sum += weight(c);
     std::vector<uint32_t> freq(code.size(), 0);
-    std::vector<unsigned> order;
-    int64_t diff = static_cast<int64_t>(total);
     for (unsigned s = 0; s < code.size(); ++s)
-        if (code[s]) {
-            freq[s] = static_cast<uint32_t>(std::max<uint64_t>(1, (weight(code[s]) * total + sum / 2) / sum));
-            diff -= freq[s];
-            order.push_back(s);
-        }
+        if (code[s]) freq[s] = static_cast<uint32_t>(std::max<uint64_t>(1, (weight(code[s]) * total + sum / 2) / sum));
+    return freq;
+}
+
+// What the first cut leaves over (> 0) or under (< 0) 2^prec.
+int64_t remainder(const std::vector<uint32_t>& freq, unsigned prec) {
+    return (int64_t{1} << prec) - std::accumulate(freq.begin(), freq.end(), int64_t{0});
+}
+
+std::vector<uint32_t> by_the_rule(const std::vector<uint8_t>& code, unsigned prec) {
+    std::vector<uint32_t> freq = rounded_weights(code, prec);
+    std::vector<unsigned> order;
+    for (unsigned s = 0; s < code.size(); ++s)
+        if (code[s]) order.push_back(s);
     std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) { return freq[a] > freq[b]; });
-    for (size_t k = 0; diff != 0; k = (k + 1) % order.size()) {
-        uint32_t& f = freq[order[k]];
+    for (int64_t diff = remainder(freq, prec), k = 0; diff != 0; k = (k + 1) % static_cast<int64_t>(order.size())) {
+        uint32_t& f = freq[order[static_cast<size_t>(k)]];
         if (diff > 0) ++f, --diff;
         else if (f > 1) --f, ++diff;
     }
@@ -79,20 +87,9 @@ TEST(StaticRansNormalize, FollowsTheRuleForAnyCodes) {
         }
         ASSERT_EQ(c, 1u << prec);
         // Which ways the remainder went, so that every path is known taken.
-        int64_t first_cut = 1 << prec;
-        uint64_t ones = 0;
-        {
-            static constexpr uint64_t kQuarter[4] = {65536, 77936, 92682, 110218};
-            uint64_t sum = 0;
-            for (uint8_t k : code)
-                if (k) sum += kQuarter[(k - 1) & 3] << ((k - 1) >> 2);
-            for (uint8_t k : code)
-                if (k) {
-                    const uint64_t f = std::max<uint64_t>(1, ((kQuarter[(k - 1) & 3] << ((k - 1) >> 2)) * (1u << prec) + sum / 2) / sum);
-                    first_cut -= static_cast<int64_t>(f);
-                    ones += f == 1;
-                }
-        }
+        const auto cut = rounded_weights(code, prec);
+        const int64_t first_cut = remainder(cut, prec);
+        const auto ones = static_cast<uint64_t>(std::count(cut.begin(), cut.end(), 1u));
         over += first_cut < 0;
         under += first_cut > 0;
         const uint64_t present = static_cast<uint64_t>(std::count_if(code.begin(), code.end(), [](uint8_t k) { return k; }));
