@@ -23,10 +23,16 @@ def mounted(path):
                    for line in f)
 
 
-def unmount(path):
-    """Detaches the file system at `path` (lazily: a busy one too), bounded."""
-    if subprocess.run(["fusermount3", "-u", "-z", path], stderr=subprocess.DEVNULL, timeout=60).returncode != 0:
-        subprocess.run(["umount", "-l", path], stderr=subprocess.DEVNULL, timeout=60)
+def unmount(path, lazy=True):
+    """Detaches the FUSE file system at `path`, bounded in time: fusermount3
+    -u (-z: lazily, a busy one too, unless `lazy` is false, which lets a
+    teardown see its daemon exit on a clean unmount), and where that fails
+    umount -l. Returns which of the two did it."""
+    first = ["fusermount3", "-u"] + (["-z"] if lazy else [])
+    if subprocess.run(first + [path], stderr=subprocess.DEVNULL, timeout=60).returncode == 0:
+        return " ".join(first)
+    subprocess.run(["umount", "-l", path], stderr=subprocess.DEVNULL, timeout=60)
+    return "umount -l"
 
 
 def run_not_mounting(args, mountpoint, timeout=60, **kwargs):

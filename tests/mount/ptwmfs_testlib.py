@@ -113,9 +113,7 @@ class Mount:
         # the daemon, forever if it is stuck, and says "not mounted" once it
         # died, which left its dead mount behind.
         if self.path and mount_guard.mounted(self.path):
-            if subprocess.run(["fusermount3", "-u", self.path], stderr=subprocess.DEVNULL,
-                              timeout=60).returncode != 0:
-                subprocess.run(["umount", "-l", self.path], stderr=subprocess.DEVNULL, timeout=60)
+            mount_guard.unmount(self.path, lazy=False)
         if self.process is not None:
             try:
                 self.process.wait(timeout=30)

@@ -22,6 +22,7 @@ import unittest
 
 import numpy as np
 
+import mount_guard
 from ptwmfs_testlib import (PAGE, Mount, TempDir, make_model, pack, regular_files, safetensors_tensors,
                             store_chunks)
 
@@ -330,19 +331,6 @@ def memory_kib(pid):
     return values
 
 
-def mounted_at(path):
-    with open("/proc/mounts") as f:
-        return [line for line in f if line.split()[1] == path]
-
-
-def unmount(path):
-    """As Mount's teardown: fusermount3 -u, lazily if busy. Returns how."""
-    if subprocess.run(["fusermount3", "-u", path], stderr=subprocess.DEVNULL, timeout=60).returncode == 0:
-        return "fusermount3 -u"
-    subprocess.run(["umount", "-l", path], check=True, timeout=60)
-    return "umount -l"
-
-
 class Stress(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -380,7 +368,7 @@ class Stress(unittest.TestCase):
         # was aborted: the kernel's answer, not a hang.
         for code in exitcodes:
             self.assertIn(code, (0, -signal.SIGBUS), f"reader exit codes {exitcodes}: {readers.notes}")
-        self.assertEqual(mounted_at(mount.path), [])
+        self.assertFalse(mount_guard.mounted(mount.path), f"{mount.path} is still mounted after {how}")
         self.assertEqual(readers.total("mismatches"), 0, readers.notes)
         self.assertEqual(readers.total("errors"), 0, readers.notes)
         return status, exit_seconds, exitcodes
@@ -432,7 +420,7 @@ class Stress(unittest.TestCase):
             after = self.start_and_warm(mount, "unmount", PROCESSES)
             self.taken_at = time.monotonic()
             after.stop.set_gone()
-            how = unmount(mount.path)
+            how = mount_guard.unmount(mount.path, lazy=False)
             status, exit_seconds, _ = self.assert_clean_teardown(mount, after, exit_timeout(), how)
             gone = after.summary()
             print(f"\nstress: {PROCESSES} processes x {THREADS} threads, {load['reads']} reads "
