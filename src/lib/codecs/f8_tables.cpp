@@ -1435,7 +1435,7 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls
                                  : with.template operator()<false, false>();
             };
             i = whole_vector_gathers() ? rounds.template operator()<true>() : rounds.template operator()<false>();
-        } else if (has_avx2()) {
+        } else if (!rows && has_avx2()) {  // (rows: the AVX2 rounds have no row cursor; the loop below has)
             const auto rounds = [&]<bool ByLoads>() {
                 return classes ? decode_state_signs_avx2<true, ByLoads, Lanes, Offset>(words, cls_ext, period, j, prec,
                                                                                       signs.data(), d, out.data(), n)

@@ -112,6 +112,7 @@ inline uint8_t identity(uint8_t v) { return v; }
 // FP4 (E2M1) nibbles as sign and magnitude: element 2j is the low nibble of
 // byte j. Signs pack 8 to a byte, magnitudes (3 bits) 2 to a byte.
 void split_sign_magnitude(const uint8_t* in, size_t n, uint8_t* signs, uint8_t* mags) {
+    if (n == 0) return;  // signs may be null then (an empty plane's data)
     std::memset(signs, 0, (2 * n + 7) / 8);
     for (size_t j = 0; j < n; ++j) {
         const uint8_t lo = in[j] & 0x0F, hi = in[j] >> 4;
