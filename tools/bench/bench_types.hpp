@@ -17,7 +17,7 @@ namespace bench {
 struct Options {
     std::vector<std::string> inputs;
     int reps = 5;
-    int cli_reps = 3;
+    int cli_reps = 11;
     int level = 3;
     unsigned threads = ptwm::default_threads();
     std::string tool;
@@ -47,7 +47,7 @@ struct FileResult {
     MicroscalingFigures micro;  // FP4 values and block scales apart (pairs == 0: none)
     // In memory, best of --reps.
     Best pack1, packN, unpack1, unpackN, unpack1_payload, unpackN_payload, z3c, z3d;
-    // Command line, best of --cli-reps.
+    // Command line, --cli-reps interleaved rounds (targets: paired_ratio).
     Best cli_pack1, cli_packN, cli_unpack1, cli_unpackN, cli_z3c, cli_z3d;
     bool cli_failed = false;
     // ZipNN per tensor, one thread, in memory, best of --reps (zipnn_peer.py).

@@ -75,6 +75,32 @@ void measure(Best& best, Fn&& fn) {
     best.add(wall, thread_cpu_seconds() - cpu0);
 }
 
+// How many times faster `ours` ran than `peer`, round by round: the median,
+// slowest and fastest of peer[i] / ours[i] over the rounds both timed (their
+// samples in round order, interleaved). A burst of noise that slows one
+// round slows both sides of it alike, so the ratio of a round is steadier
+// than either time; on the 4-10 ms runs of the command line over small files
+// the best of a few rounds was not (a start-up that happened to be quick on
+// one side decided it).
+struct PairedRatio {
+    double median = NAN, slowest = NAN, fastest = NAN;
+    size_t rounds = 0;
+};
+inline PairedRatio paired_ratio(const Best& ours, const Best& peer) {
+    PairedRatio r;
+    std::vector<double> q;
+    for (size_t i = 0; i < std::min(ours.samples.size(), peer.samples.size()); ++i)
+        if (ours.samples[i] > 0) q.push_back(peer.samples[i] / ours.samples[i]);
+    if (q.empty()) return r;
+    std::sort(q.begin(), q.end());
+    const size_t n = q.size();
+    r.median = n % 2 ? q[n / 2] : (q[n / 2 - 1] + q[n / 2]) / 2;
+    r.slowest = q.front();
+    r.fastest = q.back();
+    r.rounds = n;
+    return r;
+}
+
 struct CommandTime {
     double wall = 0;
     double cpu = 0;  // user + sys of the child
