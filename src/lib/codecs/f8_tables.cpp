@@ -557,7 +557,7 @@ std::atomic<unsigned> g_gather_lanes{0};
 
 bool whole_vector_gathers() {
     const unsigned forced = g_gather_lanes.load(std::memory_order_relaxed);
-    return forced ? forced == 16 : true;
+    return forced == 0 || forced == 16;
 }
 
 #endif
