@@ -260,6 +260,25 @@ class ToolTest(unittest.TestCase):
         run("unpack", self.tmp / "fp4.ptwm", self.tmp / "back.safetensors")
         self.assertEqual(sha256(self.tmp / "back.safetensors"), sha256(src))
 
+    def test_inspect_table_shows_long_names_whole_and_aligned(self):
+        # Real checkpoints' names run past 40 characters and differ at their
+        # ends: ModelOpt's X.weight_scale and X.weight_scale_2, a UTF-8 name
+        # beside them. Every name is shown whole, and the columns after it
+        # line up.
+        stem = "model.language_model.layers.27.mlp.experts.down_proj"
+        names = [f"{stem}.weight_scale", f"{stem}.weight_scale_2", "b\u00e9ta"]
+        src = self.tmp / "long.safetensors"
+        src.write_bytes(safetensors([(n, "U8", [4], bytes([i, 1, 2, 3])) for i, n in enumerate(names)]))
+        store = self.tmp / "long.ptwm"
+        run("pack", "-q", src, store)
+        rows = run("inspect", store).stdout.split("\n\n")[0].splitlines()
+        self.assertTrue(rows[0].startswith("tensor "), rows[0])
+        column = rows[0].index(" dtype") + 1
+        for name in names:
+            row = next((r for r in rows if r.startswith(name + " ")), None)
+            self.assertIsNotNone(row, f"{name!r} shown whole:\n" + "\n".join(rows))
+            self.assertEqual(row.index(" U8") + 1, column, f"{name!r}'s dtype under the header's:\n" + "\n".join(rows))
+
     def test_verify_lists_a_damaged_chunk_and_fails(self):
         src = self.model_dir() / "model.safetensors"
         store = self.tmp / "m.ptwm"

@@ -1,9 +1,11 @@
 // ptwmfs-tool inspect: what a store holds, per tensor and per plane, beside
 // the order-0 entropy bound of each plane over the whole tensor.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,10 +24,11 @@ namespace {
 constexpr const char* kHelp =
     "usage: ptwmfs-tool inspect [OPTIONS] STORE|URL\n"
     "\n"
-    "Print, per tensor: dtype, shape, decomposition, and per plane the codecs used,\n"
-    "plane bytes, stored bytes, ratio and the plane's order-0 entropy bound taken\n"
-    "over the whole tensor; then the file's totals, and separately those of the\n"
-    "FP4 block tensors and of their block scale tensors (paired by name).\n"
+    "Print, per tensor: dtype, decomposition, and per plane the codecs used, plane\n"
+    "bytes, stored bytes, ratio and the plane's order-0 entropy bound taken over\n"
+    "the whole tensor; then the file's totals, and separately those of the FP4\n"
+    "block tensors and of their block scale tensors (paired by name). --json adds\n"
+    "each tensor's shape and role.\n"
     "\n"
     "options:\n"
     "  --json     one JSON document instead of a table\n"
@@ -35,6 +38,21 @@ constexpr const char* kHelp =
     "https://HOST/PATH/NAME.ptwm.\n";
 
 double ratio(double part, double whole) { return whole > 0 ? part / whole : 1.0; }
+
+// The columns a printable() name takes on a terminal: its code points (it
+// holds only ASCII and well-formed UTF-8; wide characters count as one).
+size_t columns(std::string_view shown) {
+    size_t n = 0;
+    for (const char c : shown) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+}
+
+// `shown` padded with spaces to `width` columns.
+std::string padded(std::string shown, size_t width) {
+    const size_t used = columns(shown);
+    if (used < width) shown.append(width - used, ' ');
+    return shown;
+}
 
 // A plane's codecs by name, with the chunks using each: the order both the
 // JSON object and the table's list show them in.
@@ -166,11 +184,19 @@ int inspect_main(Args& args) {
     // The table is for a terminal: a name from the file (a hostile one may
     // hold ESC [ ... or a newline) is shown with its control characters and
     // bytes that are not UTF-8 as \xHH, never sent as they are.
-    std::printf("%-40s %-8s %-16s %5s %-12s %12s %12s %7s %7s\n", "tensor", "dtype", "decomposition", "plane", "codecs",
-                "plane bytes", "stored", "ratio", "bound");
+    // The name column as wide as the longest name: names of real checkpoints
+    // run to 60 characters and more, and differ at their ends (gpt-oss's
+    // X_blocks and X_scales, ModelOpt's X.weight_scale and X.weight_scale_2).
+    std::vector<std::string> shown(tensors.size());
+    size_t name_width = columns("tensor");
+    for (size_t t = 0; t < tensors.size(); ++t) {
+        shown[t] = printable(tensors[t].name);
+        name_width = std::max(name_width, columns(shown[t]));
+    }
+    std::printf("%s %-8s %-16s %5s %-12s %12s %12s %7s %7s\n", padded("tensor", name_width).c_str(), "dtype",
+                "decomposition", "plane", "codecs", "plane bytes", "stored", "ratio", "bound");
     for (size_t t = 0; t < tensors.size(); ++t) {
         const TensorStats& s = stats[t];
-        const std::string shown = printable(tensors[t].name);
         const std::string dtype(dtype_info(tensors[t].dtype).name);
         bool first = true;
         for (size_t p = 0; p < s.planes.size(); ++p) {
@@ -179,7 +205,7 @@ int inspect_main(Args& args) {
             std::string codecs;
             for (const auto& [c, n] : codecs_by_name(ps)) codecs += (codecs.empty() ? "" : ",") + c;
             const double bound = ps.order0_bits / 8;
-            std::printf("%-40.40s %-8s %-16s %5d %-12s %12llu %12llu %7.4f %7.4f\n", first ? shown.c_str() : "",
+            std::printf("%s %-8s %-16s %5d %-12s %12llu %12llu %7.4f %7.4f\n", padded(first ? shown[t] : "", name_width).c_str(),
                         first ? dtype.c_str() : "", first ? s.decomposition.c_str() : "", static_cast<int>(p), codecs.c_str(),
                         static_cast<unsigned long long>(ps.plane_bytes), static_cast<unsigned long long>(ps.stored_bytes),
                         ratio(static_cast<double>(ps.stored_bytes), static_cast<double>(ps.plane_bytes)),
@@ -187,7 +213,7 @@ int inspect_main(Args& args) {
             first = false;
         }
         if (first)  // an empty tensor: no planes, but a row, as --json lists it
-            std::printf("%-40.40s %-8s %-16s %5s %-12s %12d %12d %7s %7s\n", shown.c_str(), dtype.c_str(),
+            std::printf("%s %-8s %-16s %5s %-12s %12d %12d %7s %7s\n", padded(shown[t], name_width).c_str(), dtype.c_str(),
                         s.decomposition.c_str(), "-", "-", 0, 0, "-", "-");
     }
     std::printf("\n%s: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f (header %llu bytes)\n",
