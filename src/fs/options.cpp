@@ -107,11 +107,12 @@ int take_argument(void* data, const char* arg, int key, fuse_args*) {
 
 void print_usage(const char* program) {
     printf(
-        "usage: %s STORE_DIR MOUNTPOINT [options]\n"
+        "usage: %s STORE_DIR|NAME.ptwm MOUNTPOINT [options]\n"
         "\n"
         "Serves a directory made by `ptwmfs-tool pack` as the original model\n"
         "directory, read-only: every NAME.ptwm store appears as NAME (-o rw is\n"
-        "mounted read-only too, with a notice).\n"
+        "mounted read-only too, with a notice). A single store NAME.ptwm is shown\n"
+        "as a directory holding NAME alone.\n"
         "\n"
         "ptwmfs options:\n"
         "    -o cache_size=SIZE     decoded-chunk cache, bytes with K/M/G suffix (256M)\n"
@@ -275,7 +276,7 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         return ParseOutcome::exit_success;
     }
     if (store_dir == nullptr || options.fuse.mountpoint == nullptr) {
-        fprintf(stderr, "usage: %s STORE_DIR MOUNTPOINT [options]  (--help for more)\n", args.argv[0]);
+        fprintf(stderr, "usage: %s STORE_DIR|NAME.ptwm MOUNTPOINT [options]  (--help for more)\n", args.argv[0]);
         return ParseOutcome::exit_failure;
     }
     if (raw.read_write) {

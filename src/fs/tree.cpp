@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "log.hpp"
 #include "ptwm/base/error.hpp"
@@ -116,6 +117,20 @@ public:
         }
     }
 
+    // A store mounted alone (`ptwmfs NAME.ptwm MOUNTPOINT`): the root shows
+    // it, and nothing else of its directory. What a directory's scan would
+    // show as a plain file fails the mount here, with the reason.
+    void scan_single_store(int dir_fd, std::string name) {
+        const std::string path = full_path(name);
+        Candidate c;
+        if (fstatat(dir_fd, name.c_str(), &c.attr, 0) != 0) throw_open_error(path, "cannot stat");
+        if (!S_ISREG(c.attr.st_mode)) throw ptwm::Error(path + ": not a store directory or a store file");
+        load_store(dir_fd, name, path, c, 0);
+        if (!shows_as_store(name)) c.shown_name = name;  // a store named without .ptwm keeps its name
+        c.disk_name = std::move(name);
+        tree_.nodes_[FUSE_ROOT_ID].children = {add_node(std::move(c), FUSE_ROOT_ID, "")};
+    }
+
 private:
     std::string full_path(const std::string& disk_path) const {
         return disk_path.empty() ? tree_.store_dir_ : tree_.store_dir_ + "/" + disk_path;
@@ -154,20 +169,28 @@ private:
     // the size the mount shows. The header and index load on first read
     // (StoreFile::load), so a store whose superblock is sound but whose
     // header or index is damaged is shown as a store and its reads fail.
+    // Throws what is wrong with the file. `nofollow`: O_NOFOLLOW where the
+    // name must still be the regular file the scan saw, 0 for a path given.
+    static void load_store(int dir_fd, const std::string& name, const std::string& path, Candidate& c, int nofollow) {
+        {
+            UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | nofollow | O_CLOEXEC));
+            if (!fd) throw_open_error(path, "cannot open");
+        }
+        std::shared_ptr<const ptwm::ByteSource> source = ptwm::LocalFileSource::open(path);
+        const ptwm::Superblock sb = ptwm::StoreReader::read_superblock(*source);
+        c.store_source = std::move(source);
+        c.kind = NodeKind::store;
+        c.shown_name = shown_store_name(name);
+        c.attr.st_size = static_cast<off_t>(sb.original_size);
+        c.attr.st_blocks = static_cast<blkcnt_t>((sb.original_size + 511) / 512);
+    }
+
+    // A store of a directory: one that fails to load is logged and shown as
+    // the plain file it is.
     static void open_store(int dir_fd, const std::string& name, const std::string& path, Candidate& c) {
         try {
-            {
-                // Refused if the name became a symlink since classify saw a regular file.
-                UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-                if (!fd) throw_open_error(path, "cannot open");
-            }
-            std::shared_ptr<const ptwm::ByteSource> source = ptwm::LocalFileSource::open(path);
-            const ptwm::Superblock sb = ptwm::StoreReader::read_superblock(*source);
-            c.store_source = std::move(source);
-            c.kind = NodeKind::store;
-            c.shown_name = shown_store_name(name);
-            c.attr.st_size = static_cast<off_t>(sb.original_size);
-            c.attr.st_blocks = static_cast<blkcnt_t>((sb.original_size + 511) / 512);
+            // Refused if the name became a symlink since classify saw a regular file.
+            load_store(dir_fd, name, path, c, O_NOFOLLOW);
         } catch (const OutOfDescriptors&) {
             throw;  // not the store's fault: the whole scan fails
         } catch (const std::exception& e) {
@@ -196,11 +219,28 @@ private:
     Tree& tree_;
 };
 
+namespace {
+
+// A store given alone: its directory and its name, or nothing for a
+// directory (or what fails to stat: opening it as one says why).
+std::optional<std::pair<std::string, std::string>> single_store(const std::string& path) {
+    struct stat attr {};
+    if (stat(path.c_str(), &attr) != 0 || S_ISDIR(attr.st_mode)) return std::nullopt;
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos) return std::pair{std::string("."), path};
+    return std::pair{slash == 0 ? std::string("/") : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+}  // namespace
+
 Tree Tree::scan(const std::string& store_dir) {
     Tree tree;
-    tree.store_dir_ = store_dir;
-    tree.root_fd_ = UniqueFd(open(store_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!tree.root_fd_) throw_open_error(store_dir, "cannot open store directory");
+    const auto single = single_store(store_dir);
+    // A single store's directory is opened, for the root's attributes and
+    // for the file's open, as a store directory's would be.
+    tree.store_dir_ = single ? single->first : store_dir;
+    tree.root_fd_ = UniqueFd(open(tree.store_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!tree.root_fd_) throw_open_error(tree.store_dir_, "cannot open store directory");
 
     tree.nodes_.emplace_back();  // inode 0 does not exist
     Node& root = tree.nodes_.emplace_back();
@@ -210,7 +250,10 @@ Tree Tree::scan(const std::string& store_dir) {
     if (fstat(tree.root_fd_.get(), &root.attr) != 0) ptwm::throw_errno(store_dir, "cannot stat");
     root.attr.st_ino = FUSE_ROOT_ID;
 
-    Scanner(tree).scan_directory(tree.root_fd_.get(), FUSE_ROOT_ID);
+    if (single)
+        Scanner(tree).scan_single_store(tree.root_fd_.get(), single->second);
+    else
+        Scanner(tree).scan_directory(tree.root_fd_.get(), FUSE_ROOT_ID);
     return tree;
 }
 
@@ -235,6 +278,7 @@ size_t count_store_files_in(int dir_fd, const std::string& path) {
 }  // namespace
 
 size_t Tree::count_store_files(const std::string& store_dir) {
+    if (single_store(store_dir)) return 1;
     UniqueFd root(open(store_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!root) throw_open_error(store_dir, "cannot open store directory");
     return count_store_files_in(root.get(), store_dir);

@@ -103,5 +103,22 @@ class MountedModel(unittest.TestCase):
             self.assertIn(key, stats["reads"]["latency_us"])
 
 
+class SingleStoreMount(unittest.TestCase):
+    """`ptwmfs NAME.ptwm MOUNTPOINT`: one store, shown alone as NAME."""
+
+    def test_a_store_mounted_alone_reads_back_byte_identical(self):
+        with TempDir() as workdir:
+            original, store = make_packed_model(workdir, scale=1)
+            want = os.path.join(original, "model.safetensors")
+            # Its directory holds other stores and files: none is shown.
+            self.assertGreater(len(os.listdir(store)), 1)
+            with Mount(os.path.join(store, "model.safetensors.ptwm")) as mount:
+                self.assertEqual(os.listdir(mount.path), ["model.safetensors"])
+                got = mount / "model.safetensors"
+                self.assertEqual(os.path.getsize(got), os.path.getsize(want))
+                self.assertEqual(sha256_read(got), sha256_read(want))
+                self.assertEqual(sha256_mmap(got), sha256_read(want))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -139,6 +139,17 @@ class RefusedOptions(unittest.TestCase):
         with Mount(self.store, "rw,ro") as mount:
             self.assertTrue(os.statvfs(mount.path).f_flag & os.ST_RDONLY)
 
+    def test_a_file_that_is_not_a_store(self):
+        # Given alone, a file must be a store: a directory's scan would show
+        # it as a plain file, a mount of it alone fails with the reason.
+        path = os.path.join(self.tmp.path, "plain.safetensors")
+        with open(path, "wb") as f:
+            f.write(b"\x08" + bytes(7) + b"{}      " + bytes(240))
+        result, mounted = run_not_mounting([executable("PTWMFS"), path, self.mountpoint], self.mountpoint)
+        self.assertNotEqual(result.returncode, 0, result.stderr)
+        self.assertIn(f"{path}: not a ptwmfs store (wrong magic)", result.stderr)
+        self.assertFalse(mounted)
+
     def test_mount_point_that_is_a_file(self):
         # The kernel mounts a directory root on a file, and every access
         # then fails with EIO.
