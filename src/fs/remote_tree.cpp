@@ -15,6 +15,7 @@
 #include "ptwm/remote/http_source.hpp"
 #include "ptwm/remote/manifest.hpp"
 #include "ptwm/store/store_names.hpp"
+#include "ptwm/store/store_reader.hpp"
 #include "tree.hpp"
 
 namespace ptwmfs {
@@ -58,6 +59,19 @@ std::string leaf_of(const std::string& path) {
     return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// What every node of a remote tree starts from: ours, now.
+struct stat base_attr() {
+    struct stat base {};
+    base.st_uid = getuid();
+    base.st_gid = getgid();
+    base.st_nlink = 1;
+    base.st_blksize = 1 << 20;
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    base.st_atim = base.st_mtim = base.st_ctim = now;
+    return base;
+}
+
 }  // namespace
 
 Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskCache> cache) {
@@ -67,16 +81,7 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
     tree.store_dir_ = store->root().text;
     // statfs reports the disk cache's file system.
     tree.root_fd_ = UniqueFd(open(cache ? cache->options().dir.c_str() : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    const Manifest manifest = fetch_manifest(*store, cache.get());
-
-    struct stat base {};
-    base.st_uid = getuid();
-    base.st_gid = getgid();
-    base.st_nlink = 1;
-    base.st_blksize = 1 << 20;
-    timespec now{};
-    clock_gettime(CLOCK_REALTIME, &now);
-    base.st_atim = base.st_mtim = base.st_ctim = now;
+    const struct stat base = base_attr();
 
     tree.nodes_.emplace_back();  // inode 0 does not exist
     Node& root = tree.nodes_.emplace_back();
@@ -88,6 +93,30 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
     root.attr.st_nlink = 2;
     root.attr.st_ino = FUSE_ROOT_ID;
 
+    // A URL naming one store (.../NAME.ptwm, as pack writes one file): the
+    // root holds NAME alone. It has no manifest to give its size, so the
+    // store opens now (a HEAD and its superblock, or the disk cache's copy).
+    const std::string leaf = store->root().leaf();
+    if (ptwm::shows_as_store(leaf)) {
+        std::shared_ptr<const ptwm::ByteSource> source = ptwm::remote::HttpSource::open(store, store->object(""), cache);
+        const uint64_t size = ptwm::StoreReader::read_superblock(*source).original_size;
+        Node& n = tree.nodes_.emplace_back();
+        n.ino = FUSE_ROOT_ID + 1;
+        n.parent = FUSE_ROOT_ID;
+        n.kind = NodeKind::store;
+        n.name = std::string(ptwm::shown_store_name(leaf));
+        n.disk_path = leaf;
+        n.attr = base;
+        n.attr.st_ino = n.ino;
+        n.attr.st_mode = S_IFREG | 0444;
+        n.attr.st_size = static_cast<off_t>(size);
+        n.attr.st_blocks = static_cast<blkcnt_t>((size + 511) / 512);
+        n.store = std::make_unique<StoreFile>(n.ino, std::move(source), size);
+        tree.nodes_[FUSE_ROOT_ID].children = {n.ino};
+        return tree;
+    }
+
+    const Manifest manifest = fetch_manifest(*store, cache.get());
     std::map<std::string, fuse_ino_t> dirs{{"", FUSE_ROOT_ID}};
     for (const auto& e : manifest.entries) {
         const auto parent = dirs.find(parent_of(e.path));

@@ -70,7 +70,8 @@ public:
     // store's path or URL for messages; `original_size` is what the mount
     // shows until the store is loaded (and must match it then).
     StoreFile(uint64_t id, std::string name, uint64_t original_size, SourceOpener open_source);
-    // A local store whose source is open already.
+    // A store whose source is open already (a local one, or a remote store
+    // mounted alone, whose superblock gave the size).
     StoreFile(uint64_t id, std::shared_ptr<const ptwm::ByteSource> source, uint64_t original_size);
 
     uint64_t id() const { return id_; }

@@ -111,6 +111,26 @@ class MountOverHttp(unittest.TestCase):
                       f"({fetched / packed:.4f}); {remote}", file=sys.stderr)
                 self.assert_all_identical(m)  # mmap too, now from the caches
 
+    def test_a_single_store_url(self):
+        # http://HOST/PATH/NAME.ptwm, as pack writes one file: the mount holds
+        # NAME alone, its size from the store's superblock (no manifest).
+        want = self.src / "model.safetensors"
+        with rt.Nginx(self.packed) as web:
+            with mt.Mount(web.url + "model.safetensors.ptwm", self.options()) as m:
+                self.assertEqual(os.listdir(m.path), ["model.safetensors"])
+                got = m / "model.safetensors"
+                self.assertEqual(os.stat(got).st_size, want.stat().st_size)
+                self.assertEqual(mt.sha256_read(got), mt.sha256_read(want))
+                self.assertEqual(mt.sha256_mmap(got), mt.sha256_read(want))
+            missing = web.url + "absent.safetensors.ptwm"
+            mountpoint = self.work / "mnt"
+            mountpoint.mkdir()
+            result, mounted = run_not_mounting([mt.executable("PTWMFS"), missing, str(mountpoint), "-o", self.options()],
+                                               str(mountpoint))
+            self.assertNotEqual(result.returncode, 0, result.stderr)
+            self.assertIn(missing, result.stderr)
+            self.assertFalse(mounted)
+
     def test_damaged_disk_cache_entry_is_fetched_again(self):
         with rt.Nginx(self.packed) as web:
             with mt.Mount(web.url, self.options()) as m:
