@@ -164,6 +164,11 @@ int serve(fuse_args& args, const Options& options) {
     } else {
         tree = scan_local_tree(options);
         if (!tree) return 1;
+        // Most likely the original model directory, given for the packed one.
+        if (tree->store_count() == 0)
+            log_info("%s holds no store (NAME.ptwm): every file is shown as it is ('ptwmfs-tool pack SRC DIR' makes "
+                     "the stores)",
+                     options.store_dir.c_str());
     }
     ptwm::ChunkCache cache(options.cache_size);
     IndexCache indexes(options.index_cache);

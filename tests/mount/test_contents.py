@@ -103,8 +103,10 @@ class MountedModel(unittest.TestCase):
             self.assertIn(key, stats["reads"]["latency_us"])
 
 
-class SingleStoreMount(unittest.TestCase):
-    """`ptwmfs NAME.ptwm MOUNTPOINT`: one store, shown alone as NAME."""
+class MountedSource(unittest.TestCase):
+    """What the mount shows of what it is given: one store (NAME.ptwm, shown
+    alone as NAME), or a directory without any store (served as it is, with
+    a notice: most likely the original given for the packed one)."""
 
     def test_a_store_mounted_alone_reads_back_byte_identical(self):
         with TempDir() as workdir:
@@ -118,6 +120,15 @@ class SingleStoreMount(unittest.TestCase):
                 self.assertEqual(os.path.getsize(got), os.path.getsize(want))
                 self.assertEqual(sha256_read(got), sha256_read(want))
                 self.assertEqual(sha256_mmap(got), sha256_read(want))
+
+    def test_a_directory_without_stores_is_served_with_a_notice(self):
+        with TempDir() as workdir:
+            original, _ = make_packed_model(workdir, scale=1)
+            with Mount(original) as mount:
+                self.assertEqual(sorted(os.listdir(mount.path)), sorted(os.listdir(original)))
+                self.assertEqual(sha256_read(mount / "model.safetensors"),
+                                 sha256_read(os.path.join(original, "model.safetensors")))
+                self.assertIn(f"{os.path.realpath(original)} holds no store (NAME.ptwm)", mount.log())
 
 
 if __name__ == "__main__":

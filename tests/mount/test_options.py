@@ -147,7 +147,8 @@ class RefusedOptions(unittest.TestCase):
             f.write(b"\x08" + bytes(7) + b"{}      " + bytes(240))
         result, mounted = run_not_mounting([executable("PTWMFS"), path, self.mountpoint], self.mountpoint)
         self.assertNotEqual(result.returncode, 0, result.stderr)
-        self.assertIn(f"{path}: not a ptwmfs store (wrong magic)", result.stderr)
+        self.assertIn(f"{path}: not a ptwmfs store (wrong magic); it is a safetensors file, which 'ptwmfs-tool pack' "
+                      "makes a store of", result.stderr)
         self.assertFalse(mounted)
 
     def test_mount_point_that_is_a_file(self):

@@ -120,8 +120,12 @@ void encode_superblock(const Superblock& sb, std::span<uint8_t, kSuperblockBytes
 
 Superblock decode_superblock(std::span<const uint8_t, kSuperblockBytes> in, const std::string& what) {
     const uint8_t* p = in.data();
-    if (!std::equal(kStoreMagic.begin(), kStoreMagic.end(), p))
-        throw Error(what + ": not a ptwmfs store (wrong magic)");
+    if (!std::equal(kStoreMagic.begin(), kStoreMagic.end(), p)) {
+        // A safetensors file begins with its header's length, then '{'.
+        const bool safetensors = get_u64(p) > 0 && get_u64(p) < (uint64_t{1} << 32) && p[8] == '{';
+        throw Error(what + ": not a ptwmfs store (wrong magic)" +
+                    (safetensors ? "; it is a safetensors file, which 'ptwmfs-tool pack' makes a store of" : ""));
+    }
     Superblock sb;
     sb.version = get_u32(p + 8);
     if (sb.version != kStoreVersion)
