@@ -296,6 +296,32 @@ class ToolTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertFalse((self.tmp / "out").exists(), "no partial output after a failed unpack")
 
+    def test_unpack_to_standard_output(self):
+        model = self.model_dir()
+        src = model / "model.safetensors"
+        store = self.tmp / "m.ptwm"
+        run("pack", "-q", src, store)
+        p = subprocess.run([TOOL, "unpack", "-j2", store, "-"], capture_output=True, cwd=self.tmp)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, src.read_bytes(), "the original's bytes, and nothing else, on stdout")
+        self.assertIn(b"unpacked", p.stderr, "the summary on stderr")
+        self.assertFalse((self.tmp / "-").exists(), "no file named '-'")
+        run("pack", "-q", model, self.tmp / "tree")
+        p = run("unpack", self.tmp / "tree", "-", check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("'-' (standard output) takes one store, not the tree", p.stderr)
+        # A damaged chunk ends the stream with an error, not with wrong bytes.
+        chunks = json.loads(run("inspect", "--json", "--chunks", store).stdout)["chunks"]
+        data = bytearray(store.read_bytes())
+        data[chunks[-1]["stored_offset"] + chunks[-1]["stored_length"] // 2] ^= 0x55
+        store.write_bytes(bytes(data))
+        p = subprocess.run([TOOL, "unpack", store, "-"], capture_output=True)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(f"chunk {len(chunks) - 1} (tensor 'b', original offset {chunks[-1]['original_offset']})".encode(),
+                      p.stderr)
+        self.assertLessEqual(len(p.stdout), chunks[-1]["original_offset"])
+        self.assertEqual(p.stdout, src.read_bytes()[:len(p.stdout)])
+
     def test_bad_input_is_named_and_leaves_nothing(self):
         cases = {
             "notst.safetensors": (b"hello world, not safetensors", "not a safetensors file"),

@@ -1,5 +1,8 @@
 // ptwmfs-tool unpack: stores -> the byte-identical originals.
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cstdio>
@@ -29,8 +32,25 @@ constexpr const char* kHelp =
     "  -j, --threads N   decoder threads, 1-1024 (default or 0: all cores; one more writes)\n"
     "  -q, --quiet       print no summary\n"
     "\n"
+    "DST '-' writes one store's original bytes to standard output (not to a\n"
+    "terminal), in order, as they are decoded; the summary then goes to stderr.\n"
+    "\n"
     "SRC may be a URL: s3://BUCKET/PREFIX or https://HOST/PATH/ (a tree packed there,\n"
     "read through its manifest), or .../NAME.ptwm (one store).\n";
+
+// All of `bytes` to standard output, `offset` being where they start in
+// the original (for the message).
+void write_stdout(uint64_t offset, std::span<const uint8_t> bytes) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t w = ::write(STDOUT_FILENO, bytes.data() + done, bytes.size() - done);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            throw_errno("standard output", "write failed at offset " + std::to_string(offset + done));
+        }
+        done += static_cast<size_t>(w);
+    }
+}
 
 }  // namespace
 
@@ -45,16 +65,31 @@ int unpack_main(Args& args) {
     const fs::path src = pos[0];
     fs::path dst = pos[1];
 
+    // '-': one store's bytes to standard output. Not a tree's, and not to a
+    // terminal, where binary bytes would be garbage and escape sequences.
+    const bool to_stdout = pos[1] == "-";
+    if (to_stdout) {
+        if (is_url(pos[0]) ? !url_names_store(pos[0]) : fs::is_directory(src))
+            throw UsageError{"'-' (standard output) takes one store, not the tree " + pos[0]};
+        if (::isatty(STDOUT_FILENO) == 1)
+            throw UsageError{"standard output is a terminal: redirect it, or give a file as DST"};
+    }
+    FILE* const summary = to_stdout ? stderr : stdout;
+
     Progress progress;
     uint64_t total = 0;
     const auto start = std::chrono::steady_clock::now();
     // `mode`: the store's own permission bits (the original's, as pack kept them).
     auto unpack_store = [&](const StoreReader* store_ptr, const std::string& label, const fs::path& out, unsigned mode) {
         const auto& store = store_ptr;
-        AtomicOutput file(out, mode);
         opt.progress = [&](uint64_t done, uint64_t all) { progress.update(label, done, all); };
-        decode_all(*store, opt, [&](uint64_t offset, std::span<const uint8_t> bytes) { file.write_at(offset, bytes); });
-        file.commit();
+        if (to_stdout) {
+            decode_all(*store, opt, write_stdout);
+        } else {
+            AtomicOutput file(out, mode);
+            decode_all(*store, opt, [&](uint64_t offset, std::span<const uint8_t> bytes) { file.write_at(offset, bytes); });
+            file.commit();
+        }
         progress.finish();
         total += store->original_size();
     };
@@ -69,7 +104,7 @@ int unpack_main(Args& args) {
         if (url_names_store(pos[0])) {
             const auto store = open_store(pos[0], remote);
             const std::string leaf = pos[0].substr(pos[0].rfind('/') + 1);
-            if (fs::is_directory(dst)) dst /= original_name(leaf);
+            if (!to_stdout && fs::is_directory(dst)) dst /= original_name(leaf);
             unpack_store(store.get(), leaf, dst, 0666);
         } else {
             const RemoteTree tree = open_remote_tree(pos[0], remote);
@@ -104,7 +139,7 @@ int unpack_main(Args& args) {
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (!quiet)
-            std::printf("unpacked %s in %.3f s (%.0f MB/s)\n", human_bytes(total).c_str(), seconds,
+            std::fprintf(summary, "unpacked %s in %.3f s (%.0f MB/s)\n", human_bytes(total).c_str(), seconds,
                         static_cast<double>(total) / 1e6 / seconds);
         return kOk;
     }
@@ -120,13 +155,15 @@ int unpack_main(Args& args) {
         });
         staged.commit();
     } else {
-        if (fs::is_directory(dst)) dst /= original_name(src.filename());
-        require_other_file(src, dst);
+        if (!to_stdout) {
+            if (fs::is_directory(dst)) dst /= original_name(src.filename());
+            require_other_file(src, dst);
+        }
         unpack_one(src, dst);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!quiet)
-        std::printf("unpacked %s in %.3f s (%.0f MB/s)\n", human_bytes(total).c_str(), seconds,
+        std::fprintf(summary, "unpacked %s in %.3f s (%.0f MB/s)\n", human_bytes(total).c_str(), seconds,
                     static_cast<double>(total) / 1e6 / seconds);
     return kOk;
 }
