@@ -527,6 +527,40 @@ class ToolTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("itself, which the output would replace", p.stderr)
 
+    def test_a_directory_destination_linking_back_into_its_source_is_refused(self):
+        # Into an existing destination, outputs write through links: one that
+        # leads back to its own input (or a subdirectory that leads into the
+        # source) would replace the input, which directory packs and unpacks
+        # did, exiting 0.
+        src = self.tmp / "src"
+        (src / "sub").mkdir(parents=True)
+        shutil.copy(self.small_model(), src / "m.safetensors")
+        (src / "sub" / "config.json").write_text("{}")
+        originals = {p: p.read_bytes() for p in (src / "m.safetensors", src / "sub" / "config.json")}
+        cases = {
+            "store": ("m.safetensors.ptwm", "../src/m.safetensors", "itself, which the output would replace"),
+            "copy": ("sub", "../src/sub", "which it would mirror into itself"),
+        }
+        for name, (entry, target, message) in cases.items():
+            dst = self.tmp / f"dst-{name}"
+            dst.mkdir()
+            os.symlink(target, dst / entry)
+            p = run("pack", src, dst, check=False)
+            self.assertEqual(p.returncode, 1, name)
+            self.assertIn(message, p.stderr, name)
+            for path, before in originals.items():
+                self.assertEqual(path.read_bytes(), before, f"{name}: {path} untouched")
+        packed = self.tmp / "packed"
+        run("pack", src, packed)
+        store = (packed / "m.safetensors.ptwm").read_bytes()
+        out = self.tmp / "out"
+        out.mkdir()
+        os.symlink("../packed/m.safetensors.ptwm", out / "m.safetensors")
+        p = run("unpack", packed, out, check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("itself, which the output would replace", p.stderr)
+        self.assertEqual((packed / "m.safetensors.ptwm").read_bytes(), store)
+
     def test_on_bad_copy_does_not_take_a_write_error_for_a_bad_file(self):
         src = self.tmp / "d"
         src.mkdir()

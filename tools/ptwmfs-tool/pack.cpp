@@ -160,6 +160,7 @@ int pack_main(Args& args) {
     Totals totals;
     const auto start = std::chrono::steady_clock::now();
     auto pack_one = [&](const fs::path& in, const SafetensorsHeader& header, const fs::path& out) {
+        require_other_file(in, out);  // (a destination may link back into the source)
         PackOptions o = opt;
         const std::string label = in.filename().string();
         o.progress = [&](uint64_t done, uint64_t total) { progress.update(label, done, total); };
@@ -203,7 +204,6 @@ int pack_main(Args& args) {
         if (!fs::is_regular_file(src, ec))
             throw Error(src.string() + ": not a regular file or directory (pack reads a file by offsets, not as a stream)");
         if (fs::is_directory(dst)) dst /= src.filename().string() + std::string(kStoreSuffix);
-        require_other_file(src, dst);
         pack_one(src, read_safetensors_header(src), dst);
     }
 

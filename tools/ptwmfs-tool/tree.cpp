@@ -13,6 +13,7 @@
 namespace ptwm::tool {
 
 void copy_file_atomic(const fs::path& src, const fs::path& dst) {
+    require_other_file(src, dst);
     const File in = File::open_read(src);
     struct stat st;
     if (::fstat(in.fd(), &st) != 0) throw_errno(src, "cannot stat");
@@ -82,7 +83,14 @@ void require_other_file(const fs::path& src, const fs::path& dst) {
         throw Error(dst.string() + ": is " + src.string() + " itself, which the output would replace");
 }
 
-void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file) {
+namespace {
+
+// mirror_tree below `root`: every directory it writes into is checked to
+// lie outside `root`, as the callers check the top one. A destination's
+// subdirectory that is a link into the source would take the outputs
+// there, beside (or over) their inputs.
+void mirror_below(const fs::path& root, const fs::path& src, const fs::path& dst, const FileAction& on_file) {
+    require_outside(root, dst);
     std::error_code ec;
     fs::create_directories(dst, ec);
     if (ec) throw Error(dst.string() + ": cannot create directory: " + ec.message());
@@ -98,7 +106,7 @@ void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_
             fs::create_symlink(fs::read_symlink(e.path()), target, ec);
             if (ec) throw Error(target.string() + ": cannot create symlink: " + ec.message());
         } else if (fs::is_directory(status)) {
-            mirror_tree(e.path(), target, on_file);
+            mirror_below(root, e.path(), target, on_file);
         } else if (fs::is_regular_file(status)) {
             on_file(e.path(), target);
         } else {
@@ -106,6 +114,10 @@ void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_
         }
     }
 }
+
+}  // namespace
+
+void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file) { mirror_below(src, src, dst, on_file); }
 
 std::vector<fs::path> files_and_links(const fs::path& root) {
     std::vector<fs::path> out;

@@ -94,6 +94,7 @@ int unpack_main(Args& args) {
         total += store->original_size();
     };
     auto unpack_one = [&](const fs::path& in, const fs::path& out) {
+        if (!to_stdout) require_other_file(in, out);  // (a destination may link back into the source)
         const auto store = StoreReader::open(in);
         struct stat st {};
         const unsigned mode = ::stat(in.c_str(), &st) == 0 ? st.st_mode & 0666 : 0666;
@@ -155,10 +156,7 @@ int unpack_main(Args& args) {
         });
         staged.commit();
     } else {
-        if (!to_stdout) {
-            if (fs::is_directory(dst)) dst /= original_name(src.filename());
-            require_other_file(src, dst);
-        }
+        if (!to_stdout && fs::is_directory(dst)) dst /= original_name(src.filename());
         unpack_one(src, dst);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
