@@ -322,6 +322,32 @@ class ToolTest(unittest.TestCase):
         self.assertLessEqual(len(p.stdout), chunks[-1]["original_offset"])
         self.assertEqual(p.stdout, src.read_bytes()[:len(p.stdout)])
 
+    def test_verify_names_each_chunk_a_damaged_scale_chunk_takes_down_once(self):
+        # 4096 MXFP4 blocks (64 KiB, four 16 KiB chunks) under one chunk of
+        # scales: damage in the scales loses every block chunk too. Each is
+        # listed once, by its own name, beside the scale chunk.
+        blocks = bytes((i * 37 + i // 16) % 256 for i in range(4096 * 16))
+        scales = bytes(120 + (i % 8) // 3 for i in range(4096))
+        src = self.tmp / "fp4.safetensors"
+        src.write_bytes(safetensors([("w.blocks", "U8", [4096, 16], blocks), ("w.scales", "U8", [4096], scales)]))
+        store = self.tmp / "fp4.ptwm"
+        run("pack", "-q", "--chunk-size", "16K", src, store)
+        chunks = json.loads(run("inspect", "--json", "--chunks", store).stdout)["chunks"]
+        scale_chunk = next(c for c in chunks if c["tensor"] == "w.scales")
+        block_chunks = [c for c in chunks if c["tensor"] == "w.blocks"]
+        self.assertGreater(len(block_chunks), 1)
+        data = bytearray(store.read_bytes())
+        data[scale_chunk["stored_offset"] + scale_chunk["stored_length"] // 2] ^= 0x10
+        store.write_bytes(bytes(data))
+        p = run("verify", "-j1", store, check=False)
+        self.assertEqual(p.returncode, 1)
+        damaged = [line for line in p.stdout.splitlines() if line.startswith("DAMAGED")]
+        self.assertEqual(len(damaged), len(block_chunks) + 1, p.stdout)
+        for c in block_chunks + [scale_chunk]:
+            named = [line for line in damaged if f"chunk {c['index']} (tensor '{c['tensor']}'" in line.split(": ")[0]]
+            self.assertEqual(len(named), 1, f"chunk {c['index']}:\n{p.stdout}")
+        self.assertIn(f"{len(block_chunks) + 1} of {len(chunks)} chunks damaged", p.stdout)
+
     def test_bad_input_is_named_and_leaves_nothing(self):
         cases = {
             "notst.safetensors": (b"hello world, not safetensors", "not a safetensors file"),

@@ -218,7 +218,16 @@ void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out, const ScaleChun
         return;
     }
     // Scales first: fetching them decodes other chunks through t_payload.
-    if (is_grouped(e.decomposition)) read_scales(i, t_scales, scales);
+    // Damage there is this chunk's too: named as such, so that a reader
+    // (verify, the daemon's log) lists each block chunk that is lost once,
+    // beside the scale chunk's own report, not the scale chunk's N times.
+    if (is_grouped(e.decomposition)) {
+        try {
+            read_scales(i, t_scales, scales);
+        } catch (const CorruptData& err) {
+            throw CorruptData(describe_chunk(i) + ": its block scales are damaged: " + err.what());
+        }
+    }
     t_payload.resize(e.stored_length());
     if (source_->read_up_to(e.stored_offset, t_payload) < t_payload.size())
         throw CorruptData(describe_chunk(i) + ": the store is truncated");
