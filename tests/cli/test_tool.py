@@ -348,6 +348,28 @@ class ToolTest(unittest.TestCase):
             self.assertEqual(len(named), 1, f"chunk {c['index']}:\n{p.stdout}")
         self.assertIn(f"{len(block_chunks) + 1} of {len(chunks)} chunks damaged", p.stdout)
 
+    def test_names_up_to_the_file_systems_limit(self):
+        # A name of up to 255 bytes is legal; its hidden temporary file's
+        # ("." NAME ".tmp.XXXXXX") must not need more.
+        src = self.tmp / "long"
+        src.mkdir()
+        plain = "c" * 250 + ".json"
+        weights = "m" * 238 + ".safetensors"  # its store's name: 255 bytes
+        (src / plain).write_text("{}")
+        shutil.copy(self.small_model(), src / weights)
+        run("pack", "-q", src, self.tmp / "packed")
+        self.assertTrue((self.tmp / "packed" / (weights + ".ptwm")).is_file())
+        run("unpack", "-q", self.tmp / "packed", self.tmp / "back")
+        for name in (plain, weights):
+            self.assertEqual((self.tmp / "back" / name).read_bytes(), (src / name).read_bytes(), name)
+        # One byte more and the store's name cannot exist: said of the source.
+        too_long = self.tmp / ("z" * 239 + ".safetensors")
+        shutil.copy(self.small_model(), too_long)
+        p = run("pack", too_long, self.tmp, check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(f"{too_long}: its store's name would be 256 bytes, more than a file name may have (255)",
+                      p.stderr)
+
     def test_bad_input_is_named_and_leaves_nothing(self):
         cases = {
             "notst.safetensors": (b"hello world, not safetensors", "not a safetensors file"),

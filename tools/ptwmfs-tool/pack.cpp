@@ -1,6 +1,7 @@
 // ptwmfs-tool pack: safetensors file or model directory -> stores.
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -161,6 +162,11 @@ int pack_main(Args& args) {
     const auto start = std::chrono::steady_clock::now();
     auto pack_one = [&](const fs::path& in, const SafetensorsHeader& header, const fs::path& out) {
         require_other_file(in, out);  // (a destination may link back into the source)
+        // Said of the source: the store's name would otherwise come up in an
+        // error about a temporary path.
+        if (const std::string name = out.filename().string(); name.size() > NAME_MAX)
+            throw Error(in.string() + ": its store's name would be " + std::to_string(name.size()) +
+                        " bytes, more than a file name may have (" + std::to_string(NAME_MAX) + "): rename it");
         PackOptions o = opt;
         const std::string label = in.filename().string();
         o.progress = [&](uint64_t done, uint64_t total) { progress.update(label, done, total); };

@@ -114,10 +114,15 @@ std::string output_path(std::string path) {
 std::string hidden_temporary_template(const std::string& path) {
     const auto slash = path.rfind('/');
     const size_t base = slash == std::string::npos ? 0 : slash + 1;
+    constexpr std::string_view kSuffix = ".tmp.XXXXXX";
+    // Within a name's 255 bytes (NAME_MAX) however long the output's own
+    // name: "." and the suffix would put a legal name of 244 bytes or more
+    // past it. The name is cut, not the uniqueness (mkstemp's six letters).
+    constexpr size_t kNameMax = 255, kKept = kNameMax - 1 - kSuffix.size();
     std::string name = path.substr(0, base);  // (appended, not one + chain: GCC 12 warns a false -Wrestrict on that)
     name += '.';
-    name.append(path, base);
-    name += ".tmp.XXXXXX";
+    name.append(path, base, kKept);
+    name += kSuffix;
     return name;
 }
 
