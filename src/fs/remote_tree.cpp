@@ -122,8 +122,8 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
     for (const auto& e : manifest.entries) {
         const auto parent = dirs.find(parent_of(e.path));
         if (parent == dirs.end()) {
-            log_error("%s: '%s' comes before its directory in the manifest, left out", tree.store_dir_.c_str(),
-                      e.path.c_str());
+            log_error("%s: '%s': its directory is not listed before it in the manifest, left out",
+                      tree.store_dir_.c_str(), e.path.c_str());
             continue;
         }
         Node n;

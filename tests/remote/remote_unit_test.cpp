@@ -155,6 +155,37 @@ TEST(Manifest, RejectsAPathListedTwiceOrBelowALink) {
               2u);
 }
 
+TEST(Manifest, RejectsWhatNoFileSystemHolds) {
+    // A hand-edited manifest: each of these mounted and then failed a stat
+    // or readlink with EIO, with no word of why. Refused at parse, naming
+    // the entry.
+    const auto error = [](const std::string& entry) -> std::string {
+        const std::string doc = R"({"format":"ptwmfs-manifest","version":1,"entries":[)" + entry + "]}";
+        try {
+            Manifest::parse({reinterpret_cast<const uint8_t*>(doc.data()), doc.size()}, "m");
+        } catch (const ptwm::Error& e) {
+            return e.what();
+        }
+        return "(taken)";
+    };
+    const std::string name_255(255, 'n'), name_256(256, 'n');
+    EXPECT_EQ(error(R"({"path":"d/)" + name_255 + R"(","kind":"file","mode":420,"size":1})"), "(taken)");
+    EXPECT_NE(error(R"({"path":"d/)" + name_256 + R"(","kind":"file","mode":420,"size":1})").find("holds a name of more than 255 bytes"),
+              std::string::npos);
+    for (const char* size : {"-1", "9223372036854775808", "1.5", "\"1\""}) {
+        const std::string store = R"({"path":"m.ptwm","kind":"store","mode":420,"size":1,"original_size":)" + std::string(size) + "}";
+        EXPECT_NE(error(store).find("'m.ptwm': original_size " + std::string(size) + " is not a size a file can have"),
+                  std::string::npos)
+            << error(store);
+    }
+    EXPECT_EQ(error(R"({"path":"m.ptwm","kind":"store","mode":420,"size":1,"original_size":9223372036854775807})"), "(taken)");
+    for (const std::string& target : {std::string(), std::string(4096, 't')})
+        EXPECT_NE(error(R"({"path":"l","kind":"link","target":")" + target + R"("})").find("'l': a link target must be 1 to 4095 bytes"),
+                  std::string::npos)
+            << target.size();
+    EXPECT_EQ(error(R"({"path":"l","kind":"link","target":")" + std::string(4095, 't') + R"("})"), "(taken)");
+}
+
 TEST(DiskCache, ServesWhatWasPutAndNeverADamagedEntry) {
     TempDir dir;
     auto stats = std::make_shared<RemoteStats>();

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <climits>
+#include <limits>
 #include <string_view>
 #include <unordered_map>
 #include <nlohmann/json.hpp>
@@ -99,6 +101,25 @@ std::string Manifest::to_json() const {
 
 namespace {
 
+// The longest '/'-separated name of a path, in bytes.
+size_t longest_name(std::string_view path) {
+    size_t longest = 0;
+    for (size_t at = 0; at <= path.size();) {
+        const size_t slash = std::min(path.find('/', at), path.size());
+        longest = std::max(longest, slash - at);
+        at = slash + 1;
+    }
+    return longest;
+}
+
+// A size field: a whole number a file's size (off_t) can hold.
+uint64_t file_size(const nlohmann::json& entry, const char* field, const std::string& path, const std::string& what) {
+    const nlohmann::json& v = entry.at(field);
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        throw Error(what + ": '" + path + "': " + field + " " + v.dump() + " is not a size a file can have");
+    return v.get<uint64_t>();
+}
+
 // Each path once, and nothing below a path that is not a directory: a
 // manifest that lists "w" as a link to /etc and then "w" (or "w/x") as a
 // file would have unpack write through the link, outside its destination.
@@ -135,18 +156,25 @@ Manifest Manifest::parse(std::span<const uint8_t> bytes, const std::string& what
             ManifestEntry e;
             e.path = j.at("path").get<std::string>();
             if (!safe_relative(e.path)) throw Error(what + ": unsafe path in the manifest: '" + e.path + "'");
+            if (longest_name(e.path) > NAME_MAX)
+                throw Error(what + ": '" + e.path + "' holds a name of more than " + std::to_string(NAME_MAX) + " bytes");
             const std::string kind = j.at("kind").get<std::string>();
             if (kind == "dir") e.kind = Kind::kDirectory;
             else if (kind == "store") e.kind = Kind::kStore;
             else if (kind == "file") e.kind = Kind::kFile;
             else if (kind == "link") e.kind = Kind::kLink;
             else throw Error(what + ": '" + e.path + "': unknown kind '" + kind + "'");
+            // What no file system holds is refused here, naming the entry,
+            // not found later as a stat or readlink that fails with EIO.
             if (e.kind == Kind::kLink) {
                 e.target = j.at("target").get<std::string>();
+                if (e.target.empty() || e.target.size() >= PATH_MAX || e.target.find('\0') != std::string::npos)
+                    throw Error(what + ": '" + e.path + "': a link target must be 1 to " + std::to_string(PATH_MAX - 1) +
+                                " bytes, with no NUL");
             } else {
                 e.mode = j.at("mode").get<uint32_t>() & 07777;
-                if (e.kind != Kind::kDirectory) e.size = j.at("size").get<uint64_t>();
-                if (e.kind == Kind::kStore) e.original_size = j.at("original_size").get<uint64_t>();
+                if (e.kind != Kind::kDirectory) e.size = file_size(j, "size", e.path, what);
+                if (e.kind == Kind::kStore) e.original_size = file_size(j, "original_size", e.path, what);
             }
             m.entries.push_back(std::move(e));
         }
