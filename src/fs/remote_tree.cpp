@@ -27,9 +27,6 @@ using ptwm::remote::ManifestEntry;
 using ptwm::remote::ObjectStore;
 
 std::string manifest_key(const ObjectStore& store) { return std::string("manifest\n") + store.root().text; }
-std::string file_key(const ObjectStore& store, const std::string& path, uint64_t size) {
-    return "file\n" + store.root().text + "\n" + path + "\n" + std::to_string(size);
-}
 
 // The manifest from the server, kept in the disk cache; the cached one when
 // the server cannot be reached.
@@ -99,7 +96,8 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
     const std::string leaf = store->root().leaf();
     if (ptwm::shows_as_store(leaf)) {
         std::shared_ptr<const ptwm::ByteSource> source = ptwm::remote::HttpSource::open(store, store->object(""), cache);
-        const uint64_t size = ptwm::StoreReader::read_superblock(*source).original_size;
+        const uint64_t size =
+            reading_anew_on_failure(*source, [&] { return ptwm::StoreReader::read_superblock(*source).original_size; });
         Node& n = tree.nodes_.emplace_back();
         n.ino = FUSE_ROOT_ID + 1;
         n.parent = FUSE_ROOT_ID;
@@ -190,33 +188,37 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
 
 UniqueFd Tree::open_remote_regular(const Node& node) const {
     const uint64_t size = static_cast<uint64_t>(node.attr.st_size);
-    const std::string key = file_key(*remote_store_, node.disk_path, size);
-    std::optional<std::vector<uint8_t>> bytes;
-    if (remote_cache_) bytes = remote_cache_->get(key);
-    if (!bytes) {
-        try {
-            bytes = remote_store_->get(remote_store_->object(node.disk_path));
-        } catch (const std::exception& e) {
-            log_error("%s", e.what());
-            errno = EIO;
-            return UniqueFd(-1);
-        }
-        if (bytes->size() != size) {
-            log_error("%s: %zu bytes, the manifest says %llu", remote_store_->object(node.disk_path).text.c_str(),
-                      bytes->size(), static_cast<unsigned long long>(size));
-            errno = EIO;
-            return UniqueFd(-1);
-        }
-        if (remote_cache_) remote_cache_->put(key, *bytes);
-    }
-    // An anonymous in-memory file: the read path preads it like any other.
+    const ptwm::remote::RemoteUrl object = remote_store_->object(node.disk_path);
+    // An anonymous in-memory file that the read path preads like any other,
+    // filled through an HttpSource: a HEAD gives the object's version, which
+    // keys its blocks in the disk cache (a file replaced by a re-pack is never
+    // served from the old one's), and the bytes come by range GETs of
+    // bounded size, whatever the file's.
     UniqueFd fd(memfd_create("ptwmfs-remote-file", MFD_CLOEXEC));
     if (!fd) return fd;
-    size_t done = 0;
-    while (done < bytes->size()) {
-        const ssize_t w = pwrite(fd.get(), bytes->data() + done, bytes->size() - done, static_cast<off_t>(done));
-        if (w <= 0) return UniqueFd(-1);
-        done += static_cast<size_t>(w);
+    try {
+        const auto source = ptwm::remote::HttpSource::open(remote_store_, object, remote_cache_);
+        if (source->size() != size) {
+            log_error("%s: %llu bytes, the manifest says %llu", object.text.c_str(),
+                      static_cast<unsigned long long>(source->size()), static_cast<unsigned long long>(size));
+            errno = EIO;
+            return UniqueFd(-1);
+        }
+        std::vector<uint8_t> buffer(std::min<uint64_t>(size, 8u << 20));
+        for (uint64_t at = 0; at < size;) {
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - at));
+            source->read_exact(at, {buffer.data(), n});
+            for (size_t done = 0; done < n;) {
+                const ssize_t w = pwrite(fd.get(), buffer.data() + done, n - done, static_cast<off_t>(at + done));
+                if (w <= 0) return UniqueFd(-1);
+                done += static_cast<size_t>(w);
+            }
+            at += n;
+        }
+    } catch (const std::exception& e) {
+        log_error("%s", e.what());
+        errno = EIO;
+        return UniqueFd(-1);
     }
     return fd;
 }

@@ -48,8 +48,10 @@ LoadedStorePtr StoreFile::load(IndexCache& indexes) const {
         loaded = open_loaded();
     } catch (const std::exception& e) {
         indexes.load_failed();
-        const auto* remote = dynamic_cast<const ptwm::remote::RemoteError*>(&e);
-        if (remote != nullptr && remote->transient()) {
+        // A request that failed (the network, or the server's answer) is
+        // tried again by the next read; only what the store's bytes say
+        // (not a store, damaged) stays.
+        if (dynamic_cast<const ptwm::remote::RemoteError*>(&e) != nullptr) {
             log_error("%s: cannot load its index, the read fails with EIO and the next tries again: %s", name_.c_str(),
                       e.what());
             throw;
@@ -78,7 +80,7 @@ LoadedStorePtr StoreFile::load(IndexCache& indexes) const {
 LoadedStorePtr StoreFile::open_loaded() const {
     if (!source_) source_ = open_source_();
     auto loaded = std::make_shared<LoadedStore>();
-    loaded->reader = ptwm::StoreReader::open_shared(source_);
+    loaded->reader = reading_anew_on_failure(*source_, [&] { return ptwm::StoreReader::open_shared(source_); });
     if (loaded->reader->original_size() != original_size_)
         throw ptwm::Error(name_ + ": changed since it was opened: the mount shows " + std::to_string(original_size_) +
                           " bytes (from its superblock or the manifest at mount), the store now holds a file of " +

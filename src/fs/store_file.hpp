@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "ptwm/base/byte_source.hpp"
+#include "ptwm/base/error.hpp"
+#include "ptwm/remote/http_client.hpp"
 #include "ptwm/store/chunk_cache.hpp"
 #include "ptwm/store/store_reader.hpp"
 
@@ -59,6 +61,22 @@ struct LoadedStore {
     }
 };
 using LoadedStorePtr = std::shared_ptr<const LoadedStore>;
+
+// f(), once more if it fails on what the source's bytes say (not a store,
+// damaged; not a failed request) and the source keeps copies it can drop:
+// a remote store's superblock, header or index as a server once sent them
+// wrong, kept by the disk cache, would otherwise fail every mount and load.
+template <class F>
+auto reading_anew_on_failure(const ptwm::ByteSource& source, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const ptwm::remote::RemoteError&) {
+        throw;
+    } catch (const ptwm::Error&) {
+        if (!source.forget(0, source.size())) throw;
+    }
+    return f();
+}
 
 class StoreFile {
 public:

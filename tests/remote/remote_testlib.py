@@ -359,3 +359,77 @@ http {{
         if self.proc:
             stop_session(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class LyingProxy:
+    """`with LyingProxy(upstream_url) as proxy:` an HTTP proxy on loopback
+    (proxy.url) in front of a server such as Nginx, in this process. Each
+    function put in proxy.lies gets one answer to a GET, (path, status,
+    headers, body) with headers a dict, and returns (status, headers, body)
+    changed, or None to leave it as it is and stay for the next answer; once
+    it changed one it is spent.
+    proxy.lies_told counts the changed answers."""
+
+    def __init__(self, upstream):
+        self.upstream = upstream.rstrip("/")
+        self.lies = []
+        self.lies_told = 0
+        self._server = None
+        self._thread = None
+
+    def __enter__(self):
+        import http.server
+        import threading
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def forward(self, method):
+                request = urllib.request.Request(proxy.upstream + self.path, method=method)
+                for name in ("Range", "If-Match"):
+                    if self.headers.get(name):
+                        request.add_header(name, self.headers[name])
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as r:
+                        status, headers, body = r.status, dict(r.headers.items()), r.read()
+                except urllib.error.HTTPError as e:
+                    status, headers, body = e.code, dict(e.headers.items()), e.read()
+                if method == "GET":
+                    for lie in list(proxy.lies):
+                        told = lie(self.path, status, headers, body)
+                        if told is not None:
+                            status, headers, body = told
+                            proxy.lies.remove(lie)
+                            proxy.lies_told += 1
+                            break
+                self.send_response(status)
+                for name, value in headers.items():
+                    if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)) if method == "GET" else headers.get("Content-Length", "0"))
+                self.end_headers()
+                if method == "GET":
+                    self.wfile.write(body)
+
+            def do_GET(self):
+                self.forward("GET")
+
+            def do_HEAD(self):
+                self.forward("HEAD")
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+        return False

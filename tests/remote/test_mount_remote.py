@@ -131,6 +131,69 @@ class MountOverHttp(unittest.TestCase):
             self.assertIn(missing, result.stderr)
             self.assertFalse(mounted)
 
+    def test_a_plain_file_replaced_by_a_repack_is_not_served_from_the_disk_cache(self):
+        # The disk cache kept plain files by path and size: a config.json of
+        # the same size, packed again, was served as the old one forever.
+        plain = next(p for p in files_below(self.src) if not str(p).endswith(".safetensors"))
+        before = (self.src / plain).read_bytes()
+        with rt.Nginx(self.packed) as web:
+            with mt.Mount(web.url, self.options()) as m:
+                self.assertEqual(Path(m / str(plain)).read_bytes(), before)
+            after = bytes(reversed(before)) if before != bytes(reversed(before)) else before.swapcase()
+            self.assertEqual(len(after), len(before))
+            (self.packed / plain).write_bytes(after)
+            os.utime(self.packed / plain, (1e9, 1e9))  # another version by nginx's ETag, whatever the clock
+            with mt.Mount(web.url, self.options()) as m:
+                self.assertEqual(Path(m / str(plain)).read_bytes(), after)
+
+    def test_a_plain_file_over_64_mib(self):
+        # Plain files were fetched by one GET whose body was capped at 64 MiB.
+        tree = self.work / "big"
+        tree.mkdir()
+        big = tree / "pytorch_model.bin"
+        with open(big, "wb") as f:
+            f.write(os.urandom((65 << 20) + 3))
+        packed = self.work / "big-packed"
+        subprocess.run([TOOL, "pack", "--manifest", tree, packed], check=True, capture_output=True)
+        with rt.Nginx(packed) as web:
+            with mt.Mount(web.url, self.options()) as m:
+                self.assertEqual(mt.sha256_read(m / "pytorch_model.bin"), mt.sha256_read(big))
+            out = self.work / "big-out"
+            subprocess.run([TOOL, "unpack", web.url, out], check=True, capture_output=True, timeout=300)
+            self.assertEqual(mt.sha256_read(out / "pytorch_model.bin"), mt.sha256_read(big))
+            p = subprocess.run([TOOL, "verify", web.url, "--against", tree], capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def test_wrong_answers_to_range_reads_are_fetched_again(self):
+        # A store's bytes answered wrong once, with the Content-Range asked for
+        # (the disk cache kept them, and every later mount failed), or the
+        # next range's bytes under its Content-Range: the reads still give
+        # the original.
+        def wrong_bytes(path, status, headers, body):
+            if status != 206 or not path.endswith(".ptwm") or len(body) < 4096:
+                return None
+            return status, headers, bytes(b ^ 0x5A for b in body)
+
+        def wrong_range(path, status, headers, body):
+            if status != 206 or not path.endswith(".ptwm"):
+                return None
+            first, rest = headers["Content-Range"].split(" ")[1].split("-")
+            last, total = rest.split("/")
+            # The next range's bytes, as its Content-Range says (the last byte made up).
+            return status, {**headers, "Content-Range": f"bytes {int(first) + 1}-{int(last) + 1}/{total}"}, body[1:] + b"\0"
+
+        for lie in (wrong_bytes, wrong_range):
+            with self.subTest(lie=lie.__name__):
+                shutil.rmtree(self.cache, ignore_errors=True)
+                with rt.Nginx(self.packed) as web, rt.LyingProxy(web.url) as proxy:
+                    proxy.lies.append(lie)
+                    with mt.Mount(proxy.url, self.options()) as m:
+                        self.assert_all_identical(m, mmap_too=False)
+                    self.assertEqual(proxy.lies_told, 1)
+                    # Nothing wrong stayed in the disk cache.
+                    with mt.Mount(web.url, self.options()) as m:
+                        self.assert_all_identical(m, mmap_too=False)
+
     def test_damaged_disk_cache_entry_is_fetched_again(self):
         with rt.Nginx(self.packed) as web:
             with mt.Mount(web.url, self.options()) as m:

@@ -3,7 +3,9 @@
 // learn where their bytes come from.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "command.hpp"
@@ -38,7 +40,12 @@ struct RemoteTree {
     std::shared_ptr<remote::ObjectStore> store;
     remote::Manifest manifest;
     std::unique_ptr<StoreReader> open_store(const std::string& relative) const;
-    std::vector<uint8_t> get(const std::string& relative) const;
+    // A plain file's bytes, in order, by range GETs of bounded size (a whole
+    // GET capped what a response may hold): sink(offset, bytes) a block at a
+    // time. Throws Error naming the object when its size is not `size`.
+    void read(const std::string& relative, uint64_t size,
+              const std::function<void(uint64_t, std::span<const uint8_t>)>& sink) const;
+    std::vector<uint8_t> get(const std::string& relative, uint64_t size) const;
 };
 // Throws Error naming the URL when there is no manifest (not a packed tree).
 RemoteTree open_remote_tree(const std::string& url, const RemoteOptions& options);

@@ -127,12 +127,8 @@ int unpack_main(Args& args) {
                 } else if (e.kind == Kind::kStore) {
                     unpack_store(tree.open_store(e.path).get(), e.path, original_name(out), e.mode);
                 } else {
-                    const std::vector<uint8_t> bytes = tree.get(e.path);
-                    if (bytes.size() != e.size)
-                        throw Error(tree.store->object(e.path).text + ": " + std::to_string(bytes.size()) +
-                                    " bytes, the manifest says " + std::to_string(e.size));
                     AtomicOutput file(out, e.mode);
-                    file.write_at(0, bytes);
+                    tree.read(e.path, e.size, [&](uint64_t at, std::span<const uint8_t> bytes) { file.write_at(at, bytes); });
                     file.commit();
                 }
             }

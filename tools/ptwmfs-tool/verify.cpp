@@ -278,7 +278,7 @@ size_t verify_remote_tree(Verifier& v, Counterparts& originals, const std::strin
         } else if (e.kind == Kind::kFile) {
             if (const auto original = v.original_file(name, originals.claim(e.path))) {
                 try {
-                    v.compare_bytes(name, tree.get(e.path), *original);
+                    v.compare_bytes(name, tree.get(e.path, e.size), *original);
                 } catch (const Error& err) {
                     v.fail(err.what());
                 }

@@ -31,6 +31,14 @@ public:
     virtual size_t read_up_to(uint64_t offset, std::span<uint8_t> out) const = 0;
     // Fill `out` from `offset` or throw Error (truncated, or an I/O failure).
     void read_exact(uint64_t offset, std::span<uint8_t> out) const;
+    // Bytes of [offset, offset + length) found wrong (a checksum failed):
+    // drops every copy this source keeps of them, so that the next read
+    // fetches them anew, and says whether it kept any. A local file keeps
+    // none: its bytes are what they are.
+    virtual bool forget(uint64_t offset, uint64_t length) const {
+        (void)offset, (void)length;
+        return false;
+    }
 };
 
 // What reading a local store leaves in the kernel's page cache. A mount

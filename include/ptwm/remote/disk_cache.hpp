@@ -40,6 +40,9 @@ public:
     // Stores `bytes` under `key` (atomically; failures to write are ignored:
     // a cache that cannot write only costs fetches).
     void put(const std::string& key, std::span<const uint8_t> bytes);
+    // Drops the entry of `key`, if any: bytes found wrong after they were
+    // cached (a server that sent wrong ones), to be fetched again.
+    void erase(const std::string& key);
     // The file an entry of `key` lives in (tests damage it).
     std::string path_of(const std::string& key) const;
     const DiskCacheOptions& options() const { return options_; }

@@ -68,7 +68,9 @@ std::string xml_field(const std::string& body, const std::string& tag);
 struct HttpResponse {
     long status = 0;
     std::string etag;             // as sent, quotes included
-    uint64_t content_length = 0;  // of the response (HEAD: of the object)
+    std::string last_modified;    // as sent: an object's version where the server gives no ETag
+    uint64_t content_length = 0;  // of the response (HEAD: of the object); 0 when not sent
+    bool length_known = false;    // a Content-Length was sent
     std::string body;             // a body not sent to `into` (errors, small answers)
     size_t received = 0;          // bytes written to `into`
     // S3's <Code> from an error body ("NoSuchKey", "InvalidAccessKeyId"), or "".

@@ -47,6 +47,8 @@ public:
     uint64_t size() const override;
     const std::string& etag() const;
     size_t read_up_to(uint64_t offset, std::span<uint8_t> out) const override;
+    // Drops the blocks of the range from memory and from the disk cache.
+    bool forget(uint64_t offset, uint64_t length) const override;
 
 private:
     // The blocks and their bookkeeping, shared with the background fetches

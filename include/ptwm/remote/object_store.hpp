@@ -17,6 +17,12 @@ namespace ptwm::remote {
 struct ObjectInfo {
     uint64_t size = 0;
     std::string etag;
+    std::string last_modified;
+    // What tells one version of the object from another in cache keys: its
+    // ETag, or where the server sends none its size and Last-Modified.
+    std::string version() const {
+        return etag.empty() ? "size " + std::to_string(size) + ", modified " + last_modified : etag;
+    }
 };
 
 class ObjectStore {

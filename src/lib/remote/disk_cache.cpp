@@ -128,6 +128,8 @@ std::optional<std::vector<uint8_t>> DiskCache::get(const std::string& key) {
     return payload;
 }
 
+void DiskCache::erase(const std::string& key) { ::unlink(path_of(key).c_str()); }
+
 void DiskCache::put(const std::string& key, std::span<const uint8_t> bytes) {
     thread_local std::minstd_rand rng(std::random_device{}());
     const std::string path = path_of(key);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -148,6 +149,13 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
     c.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     if (!ca_bundle_.empty()) c.easy_setopt(h, CURLOPT_CAINFO, ca_bundle_.c_str());
     c.easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored, never re-encoded
+    // An https:// tree may sit behind redirects (a CDN's signed URLs);
+    // libcurl keeps the range and sends no credentials to another host. S3
+    // requests are signed for one URL: a redirect there is an error, named.
+    if (!s3_) {
+        c.easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+        c.easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+    }
     std::string range;
     if (req.range) {
         range = std::to_string(req.range->first) + "-" + std::to_string(req.range->second);
@@ -209,11 +217,28 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
     }
     c.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
     resp.etag = header_value(h, "ETag");
+    resp.last_modified = header_value(h, "Last-Modified");
     curl_off_t length = -1;
     c.easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+    resp.length_known = length >= 0;
     resp.content_length = length < 0 ? 0 : static_cast<uint64_t>(length);
     retryable = retryable_status(resp.status);
     if (retryable) transport_error = "HTTP " + std::to_string(resp.status);
+    // A part answered for a range must be that range: bytes from elsewhere
+    // would be taken for it (and kept in the disk cache) whatever their length.
+    if (req.range && resp.status == 206) {
+        const std::string got = header_value(h, "Content-Range");
+        unsigned long long first = 0, last = 0;
+        char slash = 0;
+        const bool parsed = std::sscanf(got.c_str(), "bytes %llu-%llu%c", &first, &last, &slash) == 3 && slash == '/';
+        if (!parsed || first != req.range->first || last > req.range->second || last - first + 1 != resp.received) {
+            transport_error = "the server answered the byte range " + std::to_string(req.range->first) + "-" +
+                              std::to_string(req.range->second) + " with " +
+                              (got.empty() ? std::string("no Content-Range") : "'" + got + "'") + " and " +
+                              std::to_string(resp.received) + " bytes";
+            retryable = true;  // as a server error: the next answer may be right
+        }
+    }
 }
 
 HttpResponse HttpClient::send(const HttpRequest& req) {
@@ -280,6 +305,9 @@ std::string HttpClient::describe_failure(const HttpRequest& req, const HttpRespo
         what += code == "NoSuchBucket" ? ": no such bucket" : ": no such object";
     } else if (resp.status == 412) {
         what += ": the object changed since it was opened";
+    } else if (resp.status >= 300 && resp.status < 400) {
+        what += s3_ ? ": a redirect, which signed S3 requests do not follow (is the endpoint or region right?)"
+                    : ": more redirects than the 5 followed, or one with no Location";
     }
     return what;
 }

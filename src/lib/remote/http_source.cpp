@@ -41,6 +41,8 @@ public:
     // Blocks [first, last]: from memory, a fetch in flight, the disk cache,
     // or one range GET for each run of missing ones.
     std::vector<Block> get(uint64_t first, uint64_t last);
+    // Drops blocks [first, last] from memory and the disk cache.
+    void forget(uint64_t first, uint64_t last);
 
 private:
     struct Run {
@@ -91,9 +93,22 @@ private:
 };
 
 std::string HttpSource::Blocks::block_key(uint64_t block) const {
-    // The ETag is in the key: a new version of the object never meets the old one's blocks.
-    return "block\n" + object_.text + "\n" + info_.etag + "\n" + std::to_string(options_.block_bytes) + "\n" +
-           std::to_string(block);
+    // The version (ETag; else size and Last-Modified) and the size are in
+    // the key: a new version of the object never meets the old one's blocks,
+    // also on a server that sends no ETag.
+    return "block\n" + object_.text + "\n" + info_.version() + "\n" + std::to_string(info_.size) + "\n" +
+           std::to_string(options_.block_bytes) + "\n" + std::to_string(block);
+}
+
+void HttpSource::Blocks::forget(uint64_t first, uint64_t last) {
+    std::lock_guard lock(mutex_);
+    for (uint64_t b = first; b <= last; ++b) {
+        if (const auto it = memory_.find(b); it != memory_.end()) {
+            memory_order_.erase(it->second.order);
+            memory_.erase(it);
+        }
+        if (cache_) cache_->erase(block_key(b));
+    }
 }
 
 std::optional<HttpSource::Blocks::Block> HttpSource::Blocks::from_disk_cache(uint64_t block) const {
@@ -309,7 +324,9 @@ void HttpSource::Blocks::fetch_run(uint64_t first, uint64_t last, Block* into) c
     req.into = bytes;
     if (!info_.etag.empty()) req.headers.push_back("If-Match: " + info_.etag);
     const HttpResponse resp = store_->client().send(req);
-    if (resp.status == 412 || (resp.status < 300 && !resp.etag.empty() && !info_.etag.empty() && resp.etag != info_.etag)) {
+    const bool changed = !info_.etag.empty() ? !resp.etag.empty() && resp.etag != info_.etag
+                                             : !resp.last_modified.empty() && resp.last_modified != info_.last_modified;
+    if (resp.status == 412 || (resp.status < 300 && changed)) {
         const std::string what = object_.text + ": the object changed since it was opened (ETag " + info_.etag +
                                  ", now " + (resp.etag.empty() ? "different" : resp.etag) +
                                  "); its reads fail rather than mix two versions";
@@ -337,16 +354,20 @@ std::unique_ptr<HttpSource> HttpSource::open(std::shared_ptr<ObjectStore> store,
     try {
         info = store->head(object);
         if (cache) {
-            const std::string text = std::to_string(info.size) + "\n" + info.etag;
+            const std::string text = std::to_string(info.size) + "\n" + info.etag + "\n" + info.last_modified;
             cache->put(object_info_key(object), {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
         }
     } catch (const RemoteError& e) {
         std::optional<std::vector<uint8_t>> cached;
         if (!e.transient() || !cache || !options.allow_offline || !(cached = cache->get(object_info_key(object)))) throw;
+        // "size\nETag\nLast-Modified" (entries written before: "size\nETag").
         const std::string text(cached->begin(), cached->end());
         const auto nl = text.find('\n');
         info.size = std::stoull(text.substr(0, nl));
-        info.etag = nl == std::string::npos ? "" : text.substr(nl + 1);
+        const std::string rest = nl == std::string::npos ? "" : text.substr(nl + 1);
+        const auto nl2 = rest.find('\n');
+        info.etag = rest.substr(0, nl2);
+        info.last_modified = nl2 == std::string::npos ? "" : rest.substr(nl2 + 1);
         std::fprintf(stderr, "ptwmfs: %s: unreachable (%s); serving it from the disk cache\n", object.text.c_str(),
                      e.what());
     }
@@ -360,6 +381,14 @@ HttpSource::~HttpSource() = default;
 const std::string& HttpSource::name() const { return blocks_->object().text; }
 uint64_t HttpSource::size() const { return blocks_->info().size; }
 const std::string& HttpSource::etag() const { return blocks_->info().etag; }
+
+bool HttpSource::forget(uint64_t offset, uint64_t length) const {
+    const uint64_t size = blocks_->info().size;
+    if (length == 0 || offset >= size) return false;
+    const uint64_t bs = blocks_->block_bytes();
+    blocks_->forget(offset / bs, (std::min(size, offset + length) - 1) / bs);
+    return true;
+}
 
 size_t HttpSource::read_up_to(uint64_t offset, std::span<uint8_t> out) const {
     const uint64_t size = blocks_->info().size;

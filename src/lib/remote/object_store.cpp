@@ -20,7 +20,9 @@ HttpRequest ObjectStore::request(const std::string& method, const RemoteUrl& obj
 
 ObjectInfo ObjectStore::head(const RemoteUrl& object) {
     const HttpResponse resp = client_->send_ok(request("HEAD", object));
-    return {resp.content_length, resp.etag};
+    // (Unsaid, the size would read as 0: "shorter than a superblock".)
+    if (!resp.length_known) throw RemoteError(object.text + ": the server's HEAD gave no Content-Length, so no size", 0, false);
+    return {resp.content_length, resp.etag, resp.last_modified};
 }
 
 bool ObjectStore::exists(const RemoteUrl& object) {

@@ -229,14 +229,21 @@ void StoreReader::decode_chunk(size_t i, std::span<uint8_t> out, const ScaleChun
         }
     }
     t_payload.resize(e.stored_length());
-    if (source_->read_up_to(e.stored_offset, t_payload) < t_payload.size())
-        throw CorruptData(describe_chunk(i) + ": the store is truncated");
-    try {
-        decode_chunk_payload(e, t_payload, out,
-                             is_grouped(e.decomposition) ? std::span<const uint8_t>(t_scales) : std::span<const uint8_t>(),
-                             chunk_layout(i));
-    } catch (const CorruptData& err) {
-        throw CorruptData(describe_chunk(i) + ": " + err.what());
+    for (bool again = true;; again = false) {
+        if (source_->read_up_to(e.stored_offset, t_payload) < t_payload.size())
+            throw CorruptData(describe_chunk(i) + ": the store is truncated");
+        try {
+            decode_chunk_payload(e, t_payload, out,
+                                 is_grouped(e.decomposition) ? std::span<const uint8_t>(t_scales) : std::span<const uint8_t>(),
+                                 chunk_layout(i));
+            return;
+        } catch (const CorruptData& err) {
+            // Fetched bytes a server sent wrong (and a disk cache kept) fail
+            // every later read alike: a source that keeps copies drops them
+            // and the chunk is read once more, from the server.
+            if (again && source_->forget(e.stored_offset, e.stored_length())) continue;
+            throw CorruptData(describe_chunk(i) + ": " + err.what());
+        }
     }
 }
 
