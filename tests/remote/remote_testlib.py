@@ -368,11 +368,13 @@ class LyingProxy:
     headers, body) with headers a dict, and returns (status, headers, body)
     changed, or None to leave it as it is and stay for the next answer; once
     it changed one it is spent.
-    proxy.lies_told counts the changed answers."""
+    proxy.lies_told counts the changed answers; headers named in
+    proxy.drop_headers are left out of every answer (a server without ETags)."""
 
     def __init__(self, upstream):
         self.upstream = upstream.rstrip("/")
         self.lies = []
+        self.drop_headers = set()
         self.lies_told = 0
         self._server = None
         self._thread = None
@@ -408,7 +410,8 @@ class LyingProxy:
                             break
                 self.send_response(status)
                 for name, value in headers.items():
-                    if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                    if name.lower() not in ("content-length", "connection", "transfer-encoding") and \
+                            name.lower() not in {h.lower() for h in proxy.drop_headers}:
                         self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)) if method == "GET" else headers.get("Content-Length", "0"))
                 self.end_headers()

@@ -194,6 +194,23 @@ class MountOverHttp(unittest.TestCase):
                     with mt.Mount(web.url, self.options()) as m:
                         self.assert_all_identical(m, mmap_too=False)
 
+    def test_a_store_replaced_on_a_server_without_etags(self):
+        # Blocks were cached by URL and block number where the server sends
+        # no ETag: a store packed again mixed old and new blocks in a mount
+        # over the same disk cache. Size and Last-Modified now tell them apart.
+        with rt.Nginx(self.packed) as web, rt.LyingProxy(web.url) as proxy:
+            proxy.drop_headers.add("ETag")
+            with mt.Mount(proxy.url, self.options()) as m:
+                self.assert_all_identical(m, mmap_too=False)
+            changed = self.work / "changed"
+            mt.make_model.make_model(str(changed), seed=6, scale=2)  # other weights, the same names
+            subprocess.run([TOOL, "pack", "--manifest", changed, self.packed], check=True, capture_output=True)
+            for store in self.packed.glob("*.ptwm"):
+                os.utime(store, (2e9, 2e9))  # another Last-Modified, whatever the clock
+            with mt.Mount(proxy.url, self.options()) as m:
+                for rel in files_below(changed):
+                    self.assertEqual(mt.sha256_read(m / str(rel)), mt.sha256_read(changed / rel), rel)
+
     def test_damaged_disk_cache_entry_is_fetched_again(self):
         with rt.Nginx(self.packed) as web:
             with mt.Mount(web.url, self.options()) as m:
