@@ -49,7 +49,9 @@ public:
     // reads fail with EIO (found on first read). Special files (devices,
     // FIFOs, sockets) are logged and left out. Throws ptwm::Error when the
     // directory itself cannot be read, OutOfDescriptors when the store
-    // files need more descriptors than the limit leaves.
+    // files need more descriptors than the limit leaves. A `store_dir` that
+    // is a file is a store shown alone, as the root's only entry (a file
+    // that is no usable store throws).
     static Tree scan(const std::string& store_dir);
 
     // The files under `store_dir` that scan takes for stores, by their
