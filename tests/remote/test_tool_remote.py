@@ -80,6 +80,23 @@ def check_verify_compares_links(test, url, src, workdir, env=None):
     fails_with(f"{other / 'extra-link'}: has no counterpart in {url}")
 
 
+def run_measured(args, env, timeout=300):
+    """ptwmfs-tool ARGS: (returncode, stderr, the peak resident set size of
+    that process alone, in bytes). Started by a small Python of its own and
+    measured there by wait4: a child's ru_maxrss counts the RSS of the
+    process it was forked from, which this test's (large buffers made) would
+    swamp. Killed after `timeout` s (the tool with it)."""
+    measure = ("import ctypes, os, signal, subprocess, sys\n"
+               "die_with_parent = lambda: ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
+               "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)\n"
+               "_, status, usage = os.wait4(p.pid, 0)\n"
+               "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024)\n")
+    p = subprocess.run([sys.executable, "-c", measure, TOOL, *map(str, args)], capture_output=True, text=True,
+                       env=env, timeout=timeout)
+    returncode, rss = map(int, p.stdout.split())
+    return returncode, p.stderr, rss
+
+
 @unittest.skipUnless(rt.weed_path(), rt.WEED_MISSING)
 class ToolOnS3(unittest.TestCase):
     @classmethod
@@ -186,6 +203,27 @@ class ToolOnS3(unittest.TestCase):
         p = self.tool("verify", url, "--against", self.src, check=False)
         if p.returncode != 0:
             self.assertIn("no packed tree here", p.stderr)
+
+    def test_parallel_bounds_the_parts_in_memory_across_the_whole_pack(self):
+        # Four incompressible files of four 8 MiB parts each. --parallel 4
+        # holds at most 4 parts (each a buffer in memory), whichever files
+        # they belong to: 3 parts more than --parallel 1. (It once took 4
+        # files at a time and 4 parts of each: +114 MiB, 14 parts more.)
+        src = Path(self.tmp) / "four-files"
+        src.mkdir()
+        for i in range(4):
+            (src / f"f{i}.bin").write_bytes(os.urandom(32 << 20))
+        part = 8 << 20
+        rss = {}
+        for n in (1, 4):
+            url = f"s3://models/parallel/p{n}"
+            returncode, err, rss[n] = run_measured(["pack", "-q", src, url, "--part-size", "8M", "--parallel", n],
+                                                   self.cluster.env())
+            self.assertEqual(returncode, 0, err)
+            self.tool("verify", url, "--against", src)
+        extra = rss[4] - rss[1]
+        self.assertLess(extra, 5 * part, f"--parallel 4 peaked {extra / 2**20:.0f} MiB above --parallel 1 "
+                                         f"({rss[4] / 2**20:.0f} MiB vs {rss[1] / 2**20:.0f} MiB), for 8 MiB parts")
 
     def test_missing_bucket_fails_before_the_pack(self):
         temp = Path(self.tmp) / "tmp-nobucket"

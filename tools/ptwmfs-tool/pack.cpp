@@ -43,14 +43,14 @@ constexpr const char* kHelp =
     "      --on-bad MODE   a safetensors file that fails to parse: 'fail' (default)\n"
     "                      stops with an error, 'copy' copies it unchanged with a warning\n"
     "  -q, --quiet         print no summary\n"
-    "      --parallel N    uploads in flight to s3:// (default 4)\n"
+    "      --parallel N    parts in flight to s3:// across the tree, each in memory (default 4)\n"
     "      --part-size S   multipart part size for s3:// (default 16M, at least 5M)\n"
     "      --manifest      also write DST/ptwmfs-manifest.json, so that any HTTP(S)\n"
     "                      server can serve DST to 'ptwmfs https://HOST/PATH/'\n"
     "\n"
     "DST may be s3://BUCKET/PREFIX: the tree is packed in $TMPDIR, then every store,\n"
-    "file and link goes to PREFIX/... (multipart for large stores, several uploads in\n"
-    "parallel) and the manifest PREFIX/ptwmfs-manifest.json is written last, so a\n"
+    "file and link goes to PREFIX/... (multipart for large stores, N parts in flight\n"
+    "in all) and the manifest PREFIX/ptwmfs-manifest.json is written last, so a\n"
     "tree whose manifest is there is whole. s3://BUCKET/KEY.ptwm takes one store.\n";
 
 struct Totals {

@@ -10,7 +10,6 @@
 
 #include "progress.hpp"
 #include "ptwm/base/error.hpp"
-#include "ptwm/base/parallel.hpp"
 #include "ptwm/remote/uploader.hpp"
 
 namespace ptwm::tool {
@@ -76,7 +75,7 @@ void RemoteUpload::send() {
     std::mutex progress_mutex;
     std::atomic<uint64_t> sent{0};
     remote::UploadOptions uo;
-    uo.parallel_parts = parallel_;
+    uo.parallel = parallel_;
     uo.part_bytes = part_bytes_;
     uo.on_sent = [&](uint64_t n) {
         const uint64_t done = sent.fetch_add(n) + n;
@@ -85,12 +84,12 @@ void RemoteUpload::send() {
     };
     const auto start = std::chrono::steady_clock::now();
     if (!single_store_ && target_there_) store.remove(store.object(remote::kManifestName));
-    // Files in parallel, and a large file's parts in parallel within it.
-    parallel_for(objects.size(), parallel_, [&](size_t i) {
-        const ManifestEntry& e = *objects[i];
-        const fs::path local = single_store_ ? tree_ : tree_ / e.path;
-        remote::upload_file(store, store.object(e.path), local.string(), uo);
-    });
+    // Every file's parts and every small file from one queue: --parallel
+    // requests (each a part in memory) in flight across the whole tree.
+    std::vector<remote::UploadItem> items;
+    for (const ManifestEntry* e : objects)
+        items.push_back({store.object(e->path), (single_store_ ? tree_ : tree_ / e->path).string()});
+    remote::upload_files(store, items, uo);
     // Last: a manifest present means every object it lists is there.
     if (!single_store_) {
         const std::string json = manifest.to_json();

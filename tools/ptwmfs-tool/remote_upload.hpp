@@ -1,6 +1,7 @@
 // pack SRC s3://BUCKET/PREFIX: the tree is packed into a temporary directory
-// and then sent: every store and copied file in parallel (multipart for
-// large ones), links as the manifest's entries, and the manifest last.
+// and then sent: every store and copied file (multipart for large ones),
+// --parallel parts in flight across them all, links as the manifest's
+// entries, and the manifest last.
 #pragma once
 
 #include <filesystem>

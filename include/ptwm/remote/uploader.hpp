@@ -1,11 +1,14 @@
-// Uploading a local file to S3: one PUT for a small file, a multipart upload
-// with several parts in flight for a large one, completed only when every
-// part is in (and aborted otherwise), so the object appears whole or not at all.
+// Uploading local files to S3: one PUT for a small file, a multipart upload
+// for a large one, completed only when every part is in (and aborted
+// otherwise), so each object appears whole or not at all. The parts and
+// single PUTs of all the files go through one queue: `parallel` of them in
+// flight at a time across the whole upload, each holding its bytes in memory.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ptwm/remote/object_store.hpp"
 
@@ -13,11 +16,24 @@ namespace ptwm::remote {
 
 struct UploadOptions {
     uint64_t part_bytes = 16ull << 20;  // S3 wants >= 5 MiB for every part but the last
-    unsigned parallel_parts = 4;
+    // Parts and single PUTs in flight at once, across all the files of an
+    // upload_files call: memory holds about parallel x part_bytes.
+    unsigned parallel = 4;
     std::function<void(uint64_t bytes)> on_sent;  // called as parts complete (any thread)
 };
 
-void upload_file(ObjectStore& store, const RemoteUrl& object, const std::string& local_path,
-                 const UploadOptions& options);
+struct UploadItem {
+    RemoteUrl object;
+    std::string local_path;
+};
+
+// Uploads every item; throws the first failure, after aborting every
+// multipart upload not completed (objects already whole stay).
+void upload_files(ObjectStore& store, const std::vector<UploadItem>& items, const UploadOptions& options);
+
+inline void upload_file(ObjectStore& store, const RemoteUrl& object, const std::string& local_path,
+                        const UploadOptions& options) {
+    upload_files(store, {UploadItem{object, local_path}}, options);
+}
 
 }  // namespace ptwm::remote

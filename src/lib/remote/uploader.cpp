@@ -1,6 +1,9 @@
 #include "ptwm/remote/uploader.hpp"
 
-#include <mutex>
+#include <algorithm>
+#include <exception>
+#include <filesystem>
+#include <limits>
 #include <vector>
 
 #include "ptwm/base/error.hpp"
@@ -17,59 +20,121 @@ HttpRequest with_query(HttpRequest r, const std::string& query) {
     return r;
 }
 
-}  // namespace
+constexpr size_t kWhole = std::numeric_limits<size_t>::max();
 
-void upload_file(ObjectStore& store, const RemoteUrl& object, const std::string& local_path, const UploadOptions& opt) {
-    if (!object.is_s3()) throw Error(object.text + ": uploads go to s3:// URLs only");
-    const File file = File::open_read(local_path);
-    const uint64_t size = file.size();
-    HttpClient& client = store.client();
-    if (size <= opt.part_bytes) {
-        std::vector<uint8_t> bytes(size);
+// One object on its way up.
+struct Upload {
+    const UploadItem* item = nullptr;
+    uint64_t size = 0;
+    uint64_t part_bytes = 0;  // 0: one PUT
+    size_t parts = 0;
+    std::string upload_id;  // once created: it is aborted unless completed
+    bool completed = false;
+    std::vector<std::string> etags;
+    std::string id_query() const { return "uploadId=" + escape_key(upload_id); }
+};
+
+// One request with a body: part `part` of upload `upload`, or its whole file.
+struct Job {
+    size_t upload;
+    size_t part;
+};
+
+void create(ObjectStore& store, Upload& u) {
+    const RemoteUrl& object = u.item->object;
+    const std::string created = store.client().send_ok(with_query(store.request("POST", object), "uploads=")).body;
+    const std::string id = xml_field(created, "UploadId");
+    if (id.empty()) throw Error(object.text + ": the server started no multipart upload: " + created);
+    u.upload_id = id;
+}
+
+void send_job(ObjectStore& store, Upload& u, size_t part, const UploadOptions& opt) {
+    const RemoteUrl& object = u.item->object;
+    const File file = File::open_read(u.item->local_path);
+    if (part == kWhole) {
+        std::vector<uint8_t> bytes(u.size);
         file.read_exact(0, bytes);
         store.put(object, bytes);
-        if (opt.on_sent) opt.on_sent(size);
+        if (opt.on_sent) opt.on_sent(bytes.size());
         return;
     }
-    const HttpRequest base = store.request("POST", object);
-    const std::string created = client.send_ok(with_query(base, "uploads=")).body;
-    const std::string upload_id = xml_field(created, "UploadId");
-    if (upload_id.empty()) throw Error(object.text + ": the server started no multipart upload: " + created);
-    const std::string id_query = "uploadId=" + escape_key(upload_id);
-    const size_t parts = static_cast<size_t>((size + opt.part_bytes - 1) / opt.part_bytes);
-    std::vector<std::string> etags(parts);
+    const uint64_t at = part * u.part_bytes;
+    std::vector<uint8_t> bytes(std::min(u.part_bytes, u.size - at));
+    file.read_exact(at, bytes);
+    HttpRequest r = with_query(store.request("PUT", object), "partNumber=" + std::to_string(part + 1) + "&" + u.id_query());
+    r.body = bytes;
+    const HttpResponse resp = store.client().send_ok(r);
+    if (resp.etag.empty()) throw Error(object.text + ": part " + std::to_string(part + 1) + " got no ETag");
+    u.etags[part] = resp.etag;
+    if (opt.on_sent) opt.on_sent(bytes.size());
+}
+
+void complete(ObjectStore& store, Upload& u) {
+    const RemoteUrl& object = u.item->object;
+    std::string xml = "<CompleteMultipartUpload>";
+    for (size_t i = 0; i < u.parts; ++i)
+        xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + u.etags[i] + "</ETag></Part>";
+    xml += "</CompleteMultipartUpload>";
+    HttpRequest done = with_query(store.request("POST", object), u.id_query());
+    done.body = {reinterpret_cast<const uint8_t*>(xml.data()), xml.size()};
+    const HttpResponse resp = store.client().send_ok(done);
+    // S3 may answer 200 and still report an error in the body.
+    if (resp.body.find("<Error>") != std::string::npos)
+        throw Error(object.text + ": completing the multipart upload failed: " + xml_field(resp.body, "Code") + " " +
+                    xml_field(resp.body, "Message"));
+    u.completed = true;
+}
+
+void abort_upload(ObjectStore& store, const Upload& u) {
     try {
-        parallel_for(parts, opt.parallel_parts, [&](size_t i) {
-            const uint64_t at = i * opt.part_bytes;
-            std::vector<uint8_t> bytes(std::min(opt.part_bytes, size - at));
-            file.read_exact(at, bytes);
-            HttpRequest r = with_query(store.request("PUT", object), "partNumber=" + std::to_string(i + 1) + "&" + id_query);
-            r.body = bytes;
-            const HttpResponse resp = client.send_ok(r);
-            if (resp.etag.empty()) throw Error(object.text + ": part " + std::to_string(i + 1) + " got no ETag");
-            etags[i] = resp.etag;
-            if (opt.on_sent) opt.on_sent(bytes.size());
-        });
-        std::string xml = "<CompleteMultipartUpload>";
-        for (size_t i = 0; i < parts; ++i)
-            xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] + "</ETag></Part>";
-        xml += "</CompleteMultipartUpload>";
-        HttpRequest done = with_query(base, id_query);
-        done.body = {reinterpret_cast<const uint8_t*>(xml.data()), xml.size()};
-        const HttpResponse resp = client.send_ok(done);
-        // S3 may answer 200 and still report an error in the body.
-        if (resp.body.find("<Error>") != std::string::npos)
-            throw Error(object.text + ": completing the multipart upload failed: " + xml_field(resp.body, "Code") + " " +
-                        xml_field(resp.body, "Message"));
+        // No partial object, no stray parts (after an interrupt too).
+        HttpRequest r = with_query(store.request("DELETE", u.item->object), u.id_query());
+        r.runs_when_cancelled = true;
+        store.client().send(r);
     } catch (...) {
+    }
+}
+
+}  // namespace
+
+void upload_files(ObjectStore& store, const std::vector<UploadItem>& items, const UploadOptions& opt) {
+    std::vector<Upload> uploads;
+    std::vector<size_t> multipart;  // indices into uploads
+    std::vector<Job> jobs;          // every file's parts in order: a large file alone takes every slot
+    for (const UploadItem& item : items) {
+        if (!item.object.is_s3()) throw Error(item.object.text + ": uploads go to s3:// URLs only");
+        Upload u;
+        u.item = &item;
+        u.size = std::filesystem::file_size(item.local_path);
+        if (u.size <= opt.part_bytes) {
+            jobs.push_back({uploads.size(), kWhole});
+        } else {
+            u.part_bytes = opt.part_bytes;
+            u.parts = static_cast<size_t>((u.size + u.part_bytes - 1) / u.part_bytes);
+            u.etags.resize(u.parts);
+            multipart.push_back(uploads.size());
+            for (size_t p = 0; p < u.parts; ++p) jobs.push_back({uploads.size(), p});
+        }
+        uploads.push_back(std::move(u));
+    }
+    const unsigned parallel = std::max(1u, opt.parallel);
+    try {
+        // The multipart uploads are created first, then every part and
+        // small file goes up from one queue, `parallel` at a time, then
+        // the uploads are completed.
+        parallel_for(multipart.size(), parallel, [&](size_t i) { create(store, uploads[multipart[i]]); });
+        parallel_for(jobs.size(), parallel, [&](size_t i) { send_job(store, uploads[jobs[i].upload], jobs[i].part, opt); });
+        parallel_for(multipart.size(), parallel, [&](size_t i) { complete(store, uploads[multipart[i]]); });
+    } catch (...) {
+        const std::exception_ptr error = std::current_exception();
         try {
-            // Abort: no partial object, no stray parts (after an interrupt too).
-            HttpRequest abort = with_query(store.request("DELETE", object), id_query);
-            abort.runs_when_cancelled = true;
-            client.send(abort);
+            parallel_for(multipart.size(), parallel, [&](size_t i) {
+                const Upload& u = uploads[multipart[i]];
+                if (!u.upload_id.empty() && !u.completed) abort_upload(store, u);
+            });
         } catch (...) {
         }
-        throw;
+        std::rethrow_exception(error);
     }
 }
 
