@@ -1,6 +1,7 @@
 // The remote stage's pieces that need no server: URLs, S3 settings from the
 // AWS variables and files, the manifest's checks, the disk cache's refusal
-// to serve a damaged entry, the fetch pool's bounds.
+// to serve a damaged entry, the fetch pool's bounds, the part size of a
+// multipart upload.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "ptwm/remote/manifest.hpp"
 #include "ptwm/remote/remote_url.hpp"
 #include "ptwm/remote/s3_config.hpp"
+#include "ptwm/remote/uploader.hpp"
 
 namespace fs = std::filesystem;
 using namespace ptwm::remote;
@@ -273,4 +275,32 @@ TEST(FetchPool, RunsQueuedJobsAndRefusesWhenFull) {
         shared->released = true;
         shared->changed.notify_all();
     }
+}
+
+TEST(Uploader, PartSizeKeepsAnUploadWithinTenThousandParts) {
+    constexpr uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
+    const auto parts = [](uint64_t size, uint64_t part) { return (size + part - 1) / part; };
+    // Within 10,000 parts: the part size asked for, even one not a whole MiB.
+    EXPECT_EQ(multipart_part_bytes(10000 * 5 * MiB, 5 * MiB), 5 * MiB);
+    EXPECT_EQ(multipart_part_bytes(100 * GiB, 16 * MiB), 16 * MiB);  // 6,400 parts
+    EXPECT_EQ(multipart_part_bytes(40 * GiB, 5 * MiB + 1), 5 * MiB + 1);
+    // One byte more, or 50 GiB at 5 MiB (10,240 parts): the next whole MiB.
+    EXPECT_EQ(multipart_part_bytes(10000 * 5 * MiB + 1, 5 * MiB), 6 * MiB);
+    EXPECT_EQ(multipart_part_bytes(50 * GiB, 5 * MiB), 6 * MiB);
+    EXPECT_EQ(multipart_part_bytes(1000 * GiB, 16 * MiB), 103 * MiB);  // 102.4 MiB at 10,000 parts
+    // Whatever the size: at most 10,000 parts, and when raised, the least
+    // whole number of MiB that is.
+    for (uint64_t size = 49 * GiB; size < 60 * GiB; size += 7 * MiB + 12345)
+        for (const uint64_t wanted : {5 * MiB, 5 * MiB + 7, 8 * MiB}) {
+            const uint64_t part = multipart_part_bytes(size, wanted);
+            ASSERT_LE(parts(size, part), 10000u) << size;
+            if (part != wanted) {
+                ASSERT_EQ(part % MiB, 0u) << size;
+                ASSERT_GT(part, wanted) << size;
+                ASSERT_GT(parts(size, part - MiB), 10000u) << size;
+            }
+        }
+    // 5 GiB parts, S3's largest, hold 10,000 x 5 GiB and not a byte more.
+    EXPECT_EQ(multipart_part_bytes(10000 * 5 * GiB, 5 * MiB), 5 * GiB);
+    EXPECT_THROW(multipart_part_bytes(10000 * 5 * GiB + 1, 5 * MiB), ptwm::Error);
 }

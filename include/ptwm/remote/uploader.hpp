@@ -15,7 +15,9 @@
 namespace ptwm::remote {
 
 struct UploadOptions {
-    uint64_t part_bytes = 16ull << 20;  // S3 wants >= 5 MiB for every part but the last
+    // S3 wants >= 5 MiB for every part but the last. An object that would
+    // need more than 10,000 parts gets larger ones (multipart_part_bytes).
+    uint64_t part_bytes = 16ull << 20;
     // Parts and single PUTs in flight at once, across all the files of an
     // upload_files call: memory holds about parallel x part_bytes.
     unsigned parallel = 4;
@@ -26,6 +28,16 @@ struct UploadItem {
     RemoteUrl object;
     std::string local_path;
 };
+
+// S3's limits on a multipart upload: its parts, and the size of each.
+inline constexpr uint64_t kMaxUploadParts = 10000;
+inline constexpr uint64_t kMaxPartBytes = 5ull << 30;
+
+// The part size of a multipart upload of `size` bytes: `wanted`, or, when
+// that would take more than kMaxUploadParts parts, the smallest multiple of
+// 1 MiB that takes no more. Throws Error when that would be over
+// kMaxPartBytes (an object over 48.8 TiB, beyond what S3 stores anyway).
+uint64_t multipart_part_bytes(uint64_t size, uint64_t wanted);
 
 // Uploads every item; throws the first failure, after aborting every
 // multipart upload not completed (objects already whole stay).

@@ -97,6 +97,19 @@ void abort_upload(ObjectStore& store, const Upload& u) {
 
 }  // namespace
 
+uint64_t multipart_part_bytes(uint64_t size, uint64_t wanted) {
+    if (wanted == 0) throw Error("a part size of 0 bytes");
+    const auto parts = [size](uint64_t part) { return size / part + (size % part != 0); };
+    if (parts(wanted) <= kMaxUploadParts) return wanted;
+    constexpr uint64_t kMiB = 1ull << 20;
+    const uint64_t least = parts(kMaxUploadParts);  // bytes a part, at kMaxUploadParts parts
+    const uint64_t part = (least / kMiB + (least % kMiB != 0)) * kMiB;
+    if (part > kMaxPartBytes)
+        throw Error(std::to_string(size) + " bytes is more than S3's multipart upload holds (" +
+                    std::to_string(kMaxUploadParts) + " parts of at most 5 GiB)");
+    return part;
+}
+
 void upload_files(ObjectStore& store, const std::vector<UploadItem>& items, const UploadOptions& opt) {
     std::vector<Upload> uploads;
     std::vector<size_t> multipart;  // indices into uploads
@@ -109,7 +122,11 @@ void upload_files(ObjectStore& store, const std::vector<UploadItem>& items, cons
         if (u.size <= opt.part_bytes) {
             jobs.push_back({uploads.size(), kWhole});
         } else {
-            u.part_bytes = opt.part_bytes;
+            try {
+                u.part_bytes = multipart_part_bytes(u.size, opt.part_bytes);
+            } catch (const Error& e) {
+                throw Error(item.object.text + ": " + e.what());
+            }
             u.parts = static_cast<size_t>((u.size + u.part_bytes - 1) / u.part_bytes);
             u.etags.resize(u.parts);
             multipart.push_back(uploads.size());
