@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/base/parallel.hpp"
@@ -42,10 +43,17 @@ struct Job {
 
 void create(ObjectStore& store, Upload& u) {
     const RemoteUrl& object = u.item->object;
-    const std::string created = store.client().send_ok(with_query(store.request("POST", object), "uploads=")).body;
+    throw_if_cancelled();  // none is started once interrupted
+    HttpRequest r = with_query(store.request("POST", object), "uploads=");
+    // Its answer is read even when an interrupt comes while it is on its
+    // way (the transfer is not cut, the answer not dropped): the upload the
+    // server made is then known, and aborted rather than left open.
+    r.runs_when_cancelled = true;
+    const std::string created = store.client().send_ok(r).body;
     const std::string id = xml_field(created, "UploadId");
     if (id.empty()) throw Error(object.text + ": the server started no multipart upload: " + created);
-    u.upload_id = id;
+    u.upload_id = id;  // from here on, aborted unless completed
+    throw_if_cancelled();
 }
 
 void send_job(ObjectStore& store, Upload& u, size_t part, const UploadOptions& opt) {
