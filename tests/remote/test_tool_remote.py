@@ -359,6 +359,21 @@ class ToolOnS3(unittest.TestCase):
         self.assertEqual(self.open_uploads("create-int/"), [], "the multipart upload was left open")
         self.assertEqual(list(temp.iterdir()), [], "the packed tree was left in TMPDIR")
 
+    def test_a_create_retried_after_a_reset_leaves_no_upload_open(self):
+        # The server makes the upload, the client never hears of it (its
+        # connection reset) and asks again -- libcurl itself does, on a
+        # kept-alive connection: the upload made first must not stay open.
+        src = Path(self.tmp) / "create-reset"
+        src.mkdir()
+        write_large_bf16(src / "large.safetensors", 8 << 20)  # a store of 3 parts of 5 MiB
+        url = "s3://models/create-reset/v1"
+        with FaultyProxy(self.cluster.endpoint) as proxy:
+            proxy.fault("reset_after", "POST", "uploads=")
+            self.tool("pack", "-q", src, url, "--part-size", "5M", env=self.cluster.env(AWS_ENDPOINT_URL=proxy.url))
+            self.assertEqual(proxy.faults, 1, "the create was never reset")
+        self.assertEqual(self.open_uploads("create-reset/"), [], "an upload made by a lost create was left open")
+        self.tool("verify", url, "--against", src)
+
     def test_missing_bucket_fails_before_the_pack(self):
         temp = Path(self.tmp) / "tmp-nobucket"
         temp.mkdir()

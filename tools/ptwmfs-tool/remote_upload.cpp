@@ -10,6 +10,7 @@
 
 #include "progress.hpp"
 #include "ptwm/base/error.hpp"
+#include "ptwm/base/utf8.hpp"
 #include "ptwm/remote/uploader.hpp"
 
 namespace ptwm::tool {
@@ -81,6 +82,10 @@ void RemoteUpload::send() {
         const uint64_t done = sent.fetch_add(n) + n;
         std::lock_guard lock(progress_mutex);
         progress.update("upload to " + url_, done, total);
+    };
+    uo.on_warning = [&](const std::string& message) {
+        std::lock_guard lock(progress_mutex);
+        std::fprintf(stderr, "ptwmfs-tool pack: warning: %s\n", printable(message).c_str());
     };
     const auto start = std::chrono::steady_clock::now();
     if (!single_store_ && target_there_) store.remove(store.object(remote::kManifestName));

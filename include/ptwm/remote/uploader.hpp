@@ -22,6 +22,9 @@ struct UploadOptions {
     // upload_files call: memory holds about parallel x part_bytes.
     unsigned parallel = 4;
     std::function<void(uint64_t bytes)> on_sent;  // called as parts complete (any thread)
+    // What the upload could not clean up, said to the user (any thread);
+    // unset: printed on stderr.
+    std::function<void(const std::string& message)> on_warning;
 };
 
 struct UploadItem {
@@ -40,7 +43,13 @@ inline constexpr uint64_t kMaxPartBytes = 5ull << 30;
 uint64_t multipart_part_bytes(uint64_t size, uint64_t wanted);
 
 // Uploads every item; throws the first failure, after aborting every
-// multipart upload not completed (objects already whole stay).
+// multipart upload not completed (objects already whole stay). Last, done
+// or failed, it lists the multipart uploads in progress under the items'
+// common prefix (ListMultipartUploads, s3:ListBucketMultipartUploads) and
+// aborts any for one of their keys: one whose create was answered to a
+// connection that then broke, so that the create went again, would
+// otherwise stay open for good. A listing refused is said on on_warning
+// when an answer may have been lost (a create failed, a request retried).
 void upload_files(ObjectStore& store, const std::vector<UploadItem>& items, const UploadOptions& options);
 
 inline void upload_file(ObjectStore& store, const RemoteUrl& object, const std::string& local_path,
