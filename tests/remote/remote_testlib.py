@@ -6,6 +6,8 @@ ports, waited for with bounded timeouts and always stopped.
 `weed` comes from tools/install-seaweedfs.sh (build-seaweedfs/bin/weed, or
 $PTWMFS_WEED); without it the tests skip and say so.
 """
+import http.client
+import http.server
 import json
 import os
 import shutil
@@ -15,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -361,27 +364,65 @@ http {{
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class LyingProxy:
-    """`with LyingProxy(upstream_url) as proxy:` an HTTP proxy on loopback
-    (proxy.url) in front of a server such as Nginx, in this process. Each
-    function put in proxy.lies gets one answer to a GET, (path, status,
-    headers, body) with headers a dict, and returns (status, headers, body)
-    changed, or None to leave it as it is and stay for the next answer; once
-    it changed one it is spent.
-    proxy.lies_told counts the changed answers; headers named in
-    proxy.drop_headers are left out of every answer (a server without ETags)."""
+
+class Proxy:
+    """`with Proxy(upstream) as proxy:` an HTTP proxy at proxy.url, on
+    loopback and in this process (threads, no server left behind), passing
+    every request to `upstream` as it came (its Host header and signature
+    too) -- except the first `count` whose method is `method` and whose path
+    holds `match`, set by proxy.fault(...), which get `mode`:
+    'delay_after' (sent upstream, its answer held back `seconds`) or
+    'reset_after' (sent upstream, the connection reset instead of the
+    answer). proxy.faulted is set once such a request has been answered
+    upstream, proxy.faults counts them.
+
+    Answers can also be falsified: each function put in proxy.lies gets an
+    answer to a GET as (path, status, headers, body), headers a dict, and
+    returns (status, headers, body) changed, or None to leave it and stay
+    for the next answer; once it changed one it is spent (proxy.lies_told
+    counts them). Headers named in proxy.drop_headers are left out of every
+    answer (a server that sends no ETag)."""
+
+    HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect"}
 
     def __init__(self, upstream):
-        self.upstream = upstream.rstrip("/")
+        self.upstream = upstream.split("//", 1)[1].rstrip("/")  # host:port
+        self.lock = threading.Lock()
+        self.rule = None
+        self.faults = 0
+        self.faulted = threading.Event()
         self.lies = []
-        self.drop_headers = set()
         self.lies_told = 0
-        self._server = None
-        self._thread = None
+        self.drop_headers = set()
+
+    def fault(self, mode, method, match, count=1, seconds=0):
+        with self.lock:
+            self.rule = dict(mode=mode, method=method, match=match, count=count, seconds=seconds)
+            self.faults = 0
+            self.faulted.clear()
+
+    def _mode(self, method, path):
+        with self.lock:
+            r = self.rule
+            if r and r["method"] == method and r["match"] in path and self.faults < r["count"]:
+                self.faults += 1
+                return r["mode"], r["seconds"]
+        return "pass", 0
+
+    def _falsified(self, path, status, headers, body):
+        with self.lock:
+            for lie in list(self.lies):
+                told = lie(path, status, dict(headers), body)
+                if told is not None:
+                    self.lies.remove(lie)
+                    self.lies_told += 1
+                    status, changed, body = told
+                    headers = [(k, v) for k, v in changed.items() if k.lower() != "content-length"]
+                    headers.append(("Content-Length", str(len(body))))
+                    break
+        return status, headers, body
 
     def __enter__(self):
-        import http.server
-        import threading
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -390,49 +431,58 @@ class LyingProxy:
             def log_message(self, *args):
                 pass
 
-            def forward(self, method):
-                request = urllib.request.Request(proxy.upstream + self.path, method=method)
-                for name in ("Range", "If-Match"):
-                    if self.headers.get(name):
-                        request.add_header(name, self.headers[name])
+            def do_any(self):
+                mode, seconds = proxy._mode(self.command, self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                host, port = proxy.upstream.split(":")
+                conn = http.client.HTTPConnection(host, int(port), timeout=60)
+                conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+                for k, v in self.headers.items():
+                    if k.lower() not in Proxy.HOP:
+                        conn.putheader(k, v)
+                conn.endheaders(body or None)
+                resp = conn.getresponse()
+                data = resp.read() if self.command != "HEAD" else b""
+                dropped = Proxy.HOP | {h.lower() for h in proxy.drop_headers}
+                headers = [(k, v) for k, v in resp.getheaders() if k.lower() not in dropped]
+                conn.close()
+                status = resp.status
+                if self.command == "GET":
+                    status, headers, data = proxy._falsified(self.path, status, headers, data)
+                if mode != "pass":
+                    proxy.faulted.set()
+                if mode == "delay_after":
+                    time.sleep(seconds)
+                elif mode == "reset_after":
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    self.connection.close()
+                    self.close_connection = True
+                    return
                 try:
-                    with urllib.request.urlopen(request, timeout=10) as r:
-                        status, headers, body = r.status, dict(r.headers.items()), r.read()
-                except urllib.error.HTTPError as e:
-                    status, headers, body = e.code, dict(e.headers.items()), e.read()
-                if method == "GET":
-                    for lie in list(proxy.lies):
-                        told = lie(self.path, status, headers, body)
-                        if told is not None:
-                            status, headers, body = told
-                            proxy.lies.remove(lie)
-                            proxy.lies_told += 1
-                            break
-                self.send_response(status)
-                for name, value in headers.items():
-                    if name.lower() not in ("content-length", "connection", "transfer-encoding") and \
-                            name.lower() not in {h.lower() for h in proxy.drop_headers}:
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)) if method == "GET" else headers.get("Content-Length", "0"))
-                self.end_headers()
-                if method == "GET":
-                    self.wfile.write(body)
+                    self.send_response(status)
+                    for k, v in headers:
+                        self.send_header(k, v)
+                    if self.command != "HEAD" and "content-length" not in {k.lower() for k, _ in headers}:
+                        self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                except OSError:  # the client left (an interrupted run) while its answer was held
+                    self.close_connection = True
 
-            def do_GET(self):
-                self.forward("GET")
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_any
 
-            def do_HEAD(self):
-                self.forward("HEAD")
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
         return self
 
     def __exit__(self, *exc):
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
-        return False
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(10)

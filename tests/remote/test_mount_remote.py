@@ -185,9 +185,9 @@ class MountOverHttp(unittest.TestCase):
         for lie in (wrong_bytes, wrong_range):
             with self.subTest(lie=lie.__name__):
                 shutil.rmtree(self.cache, ignore_errors=True)
-                with rt.Nginx(self.packed) as web, rt.LyingProxy(web.url) as proxy:
+                with rt.Nginx(self.packed) as web, rt.Proxy(web.url) as proxy:
                     proxy.lies.append(lie)
-                    with mt.Mount(proxy.url, self.options()) as m:
+                    with mt.Mount(proxy.url + "/", self.options()) as m:
                         self.assert_all_identical(m, mmap_too=False)
                     self.assertEqual(proxy.lies_told, 1)
                     # Nothing wrong stayed in the disk cache.
@@ -198,16 +198,16 @@ class MountOverHttp(unittest.TestCase):
         # Blocks were cached by URL and block number where the server sends
         # no ETag: a store packed again mixed old and new blocks in a mount
         # over the same disk cache. Size and Last-Modified now tell them apart.
-        with rt.Nginx(self.packed) as web, rt.LyingProxy(web.url) as proxy:
+        with rt.Nginx(self.packed) as web, rt.Proxy(web.url) as proxy:
             proxy.drop_headers.add("ETag")
-            with mt.Mount(proxy.url, self.options()) as m:
+            with mt.Mount(proxy.url + "/", self.options()) as m:
                 self.assert_all_identical(m, mmap_too=False)
             changed = self.work / "changed"
             mt.make_model.make_model(str(changed), seed=6, scale=2)  # other weights, the same names
             subprocess.run([TOOL, "pack", "--manifest", changed, self.packed], check=True, capture_output=True)
             for store in self.packed.glob("*.ptwm"):
                 os.utime(store, (2e9, 2e9))  # another Last-Modified, whatever the clock
-            with mt.Mount(proxy.url, self.options()) as m:
+            with mt.Mount(proxy.url + "/", self.options()) as m:
                 for rel in files_below(changed):
                     self.assertEqual(mt.sha256_read(m / str(rel)), mt.sha256_read(changed / rel), rel)
 

@@ -5,17 +5,13 @@ the same tree over HTTP, byte-identical to the originals; wrong credentials
 and missing trees give errors that say so."""
 import filecmp
 import hashlib
-import http.client
-import http.server
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 from pathlib import Path
@@ -84,102 +80,6 @@ def check_verify_compares_links(test, url, src, workdir, env=None):
     os.symlink("adapters/lora.safetensors", link)
     os.symlink("adapters/lora.safetensors", other / "extra-link")
     fails_with(f"{other / 'extra-link'}: has no counterpart in {url}")
-
-
-class FaultyProxy:
-    """`with FaultyProxy(upstream) as proxy:` an HTTP proxy at proxy.url, on
-    loopback and in this process (threads, no server left behind), passing
-    every request to `upstream` as it came (its Host header and signature
-    too) -- except the first `count` whose method is `method` and whose path
-    holds `match`, set by proxy.fault(...), which get `mode`:
-    'delay_after' (sent upstream, its answer held back `seconds`) or
-    'reset_after' (sent upstream, the connection reset instead of the
-    answer). proxy.faulted is set once such a request has been answered
-    upstream, proxy.faults counts them."""
-
-    HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect"}
-
-    def __init__(self, upstream):
-        self.upstream = upstream.split("//", 1)[1]
-        self.lock = threading.Lock()
-        self.rule = None
-        self.faults = 0
-        self.faulted = threading.Event()
-
-    def fault(self, mode, method, match, count=1, seconds=0):
-        with self.lock:
-            self.rule = dict(mode=mode, method=method, match=match, count=count, seconds=seconds)
-            self.faults = 0
-            self.faulted.clear()
-
-    def _mode(self, method, path):
-        with self.lock:
-            r = self.rule
-            if r and r["method"] == method and r["match"] in path and self.faults < r["count"]:
-                self.faults += 1
-                return r["mode"], r["seconds"]
-        return "pass", 0
-
-    def __enter__(self):
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_any(self):
-                mode, seconds = proxy._mode(self.command, self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                host, port = proxy.upstream.split(":")
-                conn = http.client.HTTPConnection(host, int(port), timeout=60)
-                conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
-                for k, v in self.headers.items():
-                    if k.lower() not in FaultyProxy.HOP:
-                        conn.putheader(k, v)
-                conn.endheaders(body or None)
-                resp = conn.getresponse()
-                data = resp.read() if self.command != "HEAD" else b""
-                headers = [(k, v) for k, v in resp.getheaders() if k.lower() not in FaultyProxy.HOP]
-                conn.close()
-                if mode != "pass":
-                    proxy.faulted.set()
-                if mode == "delay_after":
-                    time.sleep(seconds)
-                elif mode == "reset_after":
-                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                    self.connection.close()
-                    self.close_connection = True
-                    return
-                try:
-                    self.send_response(resp.status)
-                    for k, v in headers:
-                        self.send_header(k, v)
-                    if self.command != "HEAD" and "content-length" not in {k.lower() for k, _ in headers}:
-                        self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    if self.command != "HEAD":
-                        self.wfile.write(data)
-                except OSError:  # the client left (an interrupted run) while its answer was held
-                    self.close_connection = True
-
-            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_any
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(10)
 
 
 def run_measured(args, env, timeout=300):
@@ -338,7 +238,7 @@ class ToolOnS3(unittest.TestCase):
         write_large_bf16(src / "large.safetensors", 24 << 20)
         temp = Path(self.tmp) / "tmp-create-interrupted"
         temp.mkdir()
-        with FaultyProxy(self.cluster.endpoint) as proxy:
+        with rt.Proxy(self.cluster.endpoint) as proxy:
             # The create reaches the server (the upload exists there); its
             # answer is held back 3 s, and the signal comes meanwhile.
             proxy.fault("delay_after", "POST", "uploads=", seconds=3)
@@ -367,7 +267,7 @@ class ToolOnS3(unittest.TestCase):
         src.mkdir()
         write_large_bf16(src / "large.safetensors", 8 << 20)  # a store of 3 parts of 5 MiB
         url = "s3://models/create-reset/v1"
-        with FaultyProxy(self.cluster.endpoint) as proxy:
+        with rt.Proxy(self.cluster.endpoint) as proxy:
             proxy.fault("reset_after", "POST", "uploads=")
             self.tool("pack", "-q", src, url, "--part-size", "5M", env=self.cluster.env(AWS_ENDPOINT_URL=proxy.url))
             self.assertEqual(proxy.faults, 1, "the create was never reset")
