@@ -327,8 +327,10 @@ void HttpSource::Blocks::fetch_run(uint64_t first, uint64_t last, Block* into) c
     const bool changed = !info_.etag.empty() ? !resp.etag.empty() && resp.etag != info_.etag
                                              : !resp.last_modified.empty() && resp.last_modified != info_.last_modified;
     if (resp.status == 412 || (resp.status < 300 && changed)) {
-        const std::string what = object_.text + ": the object changed since it was opened (ETag " + info_.etag +
-                                 ", now " + (resp.etag.empty() ? "different" : resp.etag) +
+        const std::string now = !info_.etag.empty() ? resp.etag : "modified " + resp.last_modified;
+        const std::string what = object_.text + ": the object changed since it was opened (" +
+                                 (info_.etag.empty() ? "" : "ETag ") + info_.version() + ", now " +
+                                 (resp.status == 412 || now.empty() ? "different" : now) +
                                  "); its reads fail rather than mix two versions";
         if (!change_logged_.exchange(true)) std::fprintf(stderr, "ptwmfs: %s\n", what.c_str());  // once an object
         throw ObjectChanged(what);
