@@ -198,23 +198,13 @@ UniqueFd Tree::open_remote_regular(const Node& node) const {
     if (!fd) return fd;
     try {
         const auto source = ptwm::remote::HttpSource::open(remote_store_, object, remote_cache_);
-        if (source->size() != size) {
-            log_error("%s: %llu bytes, the manifest says %llu", object.text.c_str(),
-                      static_cast<unsigned long long>(source->size()), static_cast<unsigned long long>(size));
-            errno = EIO;
-            return UniqueFd(-1);
-        }
-        std::vector<uint8_t> buffer(std::min<uint64_t>(size, 8u << 20));
-        for (uint64_t at = 0; at < size;) {
-            const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - at));
-            source->read_exact(at, {buffer.data(), n});
-            for (size_t done = 0; done < n;) {
-                const ssize_t w = pwrite(fd.get(), buffer.data() + done, n - done, static_cast<off_t>(at + done));
-                if (w <= 0) return UniqueFd(-1);
+        ptwm::remote::read_whole(*source, size, 8u << 20, [&](uint64_t at, std::span<const uint8_t> bytes) {
+            for (size_t done = 0; done < bytes.size();) {
+                const ssize_t w = pwrite(fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
+                if (w <= 0) ptwm::throw_errno("a memfd for " + object.text, "cannot write");
                 done += static_cast<size_t>(w);
             }
-            at += n;
-        }
+        });
     } catch (const std::exception& e) {
         log_error("%s", e.what());
         errno = EIO;

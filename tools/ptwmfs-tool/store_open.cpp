@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/remote/http_source.hpp"
 #include "ptwm/store/store_names.hpp"
@@ -78,17 +77,9 @@ std::unique_ptr<StoreReader> RemoteTree::open_store(const std::string& relative)
 
 void RemoteTree::read(const std::string& relative, uint64_t size,
                       const std::function<void(uint64_t, std::span<const uint8_t>)>& sink) const {
-    const auto source = remote::HttpSource::open(store, store->object(relative), nullptr, tool_source_options());
-    if (source->size() != size)
-        throw Error(source->name() + ": " + std::to_string(source->size()) + " bytes, the manifest says " + std::to_string(size));
-    std::vector<uint8_t> block(std::min<uint64_t>(size, tool_source_options().block_bytes));
-    for (uint64_t at = 0; at < size;) {
-        throw_if_cancelled();
-        const auto n = static_cast<size_t>(std::min<uint64_t>(block.size(), size - at));
-        source->read_exact(at, {block.data(), n});
-        sink(at, {block.data(), n});
-        at += n;
-    }
+    const remote::HttpSourceOptions options = tool_source_options();
+    const auto source = remote::HttpSource::open(store, store->object(relative), nullptr, options);
+    remote::read_whole(*source, size, options.block_bytes, sink);
 }
 
 std::vector<uint8_t> RemoteTree::get(const std::string& relative, uint64_t size) const {

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <chrono>
 #include <cstdio>
 
@@ -74,11 +73,16 @@ int unpack_main(Args& args) {
         if (::isatty(STDOUT_FILENO) == 1)
             throw UsageError{"standard output is a terminal: redirect it, or give a file as DST"};
     }
-    FILE* const summary = to_stdout ? stderr : stdout;
 
     Progress progress;
     uint64_t total = 0;
     const auto start = std::chrono::steady_clock::now();
+    const auto print_summary = [&] {
+        if (quiet) return;
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fprintf(to_stdout ? stderr : stdout, "unpacked %s in %.3f s (%.0f MB/s)\n", human_bytes(total).c_str(),
+                     seconds, static_cast<double>(total) / 1e6 / seconds);
+    };
     // `mode`: the store's own permission bits (the original's, as pack kept them).
     auto unpack_store = [&](const StoreReader* store_ptr, const std::string& label, const fs::path& out, unsigned mode) {
         const auto& store = store_ptr;
@@ -134,10 +138,7 @@ int unpack_main(Args& args) {
             }
             staged.commit();
         }
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (!quiet)
-            std::fprintf(summary, "unpacked %s in %.3f s (%.0f MB/s)\n", human_bytes(total).c_str(), seconds,
-                        static_cast<double>(total) / 1e6 / seconds);
+        print_summary();
         return kOk;
     }
 
@@ -155,10 +156,7 @@ int unpack_main(Args& args) {
         if (!to_stdout && fs::is_directory(dst)) dst /= original_name(src.filename());
         unpack_one(src, dst);
     }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!quiet)
-        std::fprintf(summary, "unpacked %s in %.3f s (%.0f MB/s)\n", human_bytes(total).c_str(), seconds,
-                    static_cast<double>(total) / 1e6 / seconds);
+    print_summary();
     return kOk;
 }
 

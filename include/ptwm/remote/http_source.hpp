@@ -14,8 +14,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "ptwm/base/byte_source.hpp"
@@ -57,6 +59,13 @@ private:
     explicit HttpSource(std::shared_ptr<Blocks> blocks);
     std::shared_ptr<Blocks> blocks_;
 };
+
+// A plain file of a packed tree (config, tokenizer), whole and in order,
+// `block_bytes` at a time: sink(offset, bytes), bytes valid during the call.
+// Throws Error naming the object when its size is not `expected` (the
+// manifest's), and Cancelled when the run is interrupted.
+void read_whole(const HttpSource& source, uint64_t expected, size_t block_bytes,
+                const std::function<void(uint64_t, std::span<const uint8_t>)>& sink);
 
 // The disk-cache key of an object's size and ETag.
 std::string object_info_key(const RemoteUrl& object);

@@ -13,6 +13,9 @@
 #include <set>
 #include <vector>
 
+#include "ptwm/base/cancellation.hpp"
+#include "ptwm/base/error.hpp"
+
 namespace ptwm::remote {
 
 std::string object_info_key(const RemoteUrl& object) { return "info\n" + object.text; }
@@ -383,6 +386,21 @@ HttpSource::~HttpSource() = default;
 const std::string& HttpSource::name() const { return blocks_->object().text; }
 uint64_t HttpSource::size() const { return blocks_->info().size; }
 const std::string& HttpSource::etag() const { return blocks_->info().etag; }
+
+void read_whole(const HttpSource& source, uint64_t expected, size_t block_bytes,
+                const std::function<void(uint64_t, std::span<const uint8_t>)>& sink) {
+    if (source.size() != expected)
+        throw Error(source.name() + ": " + std::to_string(source.size()) + " bytes, the manifest says " +
+                    std::to_string(expected));
+    std::vector<uint8_t> block(std::min<uint64_t>(expected, block_bytes));
+    for (uint64_t at = 0; at < expected;) {
+        throw_if_cancelled();
+        const auto n = static_cast<size_t>(std::min<uint64_t>(block.size(), expected - at));
+        source.read_exact(at, {block.data(), n});
+        sink(at, {block.data(), n});
+        at += n;
+    }
+}
 
 bool HttpSource::forget(uint64_t offset, uint64_t length) const {
     const uint64_t size = blocks_->info().size;
