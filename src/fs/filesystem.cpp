@@ -22,7 +22,7 @@ namespace ptwmfs {
 struct OpenFile {
     explicit OpenFile(const Node& n) : node(n) {}
     const Node& node;
-    UniqueFd fd;            // plain files: the file in the store directory
+    UniqueFd fd;            // a local tree's plain files: the file in the store directory
     AccessPattern pattern;  // stores: for decode-ahead
 };
 
@@ -237,7 +237,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         return;
     }
     auto open_file = std::make_unique<OpenFile>(*node);
-    if (node->kind == NodeKind::regular) {
+    if (node->kind == NodeKind::regular && !node->remote_file) {
         open_file->fd = fs.tree().open_regular(*node);
         if (!open_file->fd) {
             fuse_reply_err(req, errno);
@@ -271,6 +271,27 @@ void read_plain(fuse_req_t req, Filesystem& fs, int fd, size_t size, off_t offse
     }
     fs.read_stats().bytes += static_cast<uint64_t>(got);
     fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), static_cast<size_t>(got));
+}
+
+void read_remote_plain(fuse_req_t req, Filesystem& fs, const RemotePlainFile& file, size_t size, off_t offset) {
+    thread_local std::vector<uint8_t> buffer;
+    if (buffer.size() < size) buffer.resize(size);
+    size_t got = 0;
+    try {
+        got = file.read(static_cast<uint64_t>(offset), {buffer.data(), size});
+    } catch (const ptwm::remote::ObjectChanged&) {
+        ++fs.read_stats().errors;  // the remote stage logged it, once for the object
+        fuse_reply_err(req, EIO);
+        return;
+    } catch (const std::exception& e) {
+        ++fs.read_stats().errors;
+        log_error("%s: read of %zu bytes at %lld failed: %s", file.name().c_str(), size, static_cast<long long>(offset),
+                  e.what());
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    fs.read_stats().bytes += got;
+    fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), got);
 }
 
 void read_store(fuse_req_t req, Filesystem& fs, const Node& node, OpenFile* file, size_t size, off_t offset) {
@@ -342,6 +363,8 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
     }
     if (node->store) {
         read_store(req, fs, *node, file, size, offset);
+    } else if (node->remote_file) {
+        read_remote_plain(req, fs, *node->remote_file, size, offset);
     } else {
         read_plain(req, fs, file != nullptr ? file->fd.get() : fs.shared_fd(*node), size, offset);
     }

@@ -1,9 +1,8 @@
 // The tree of an s3:// or https:// mount: built from the manifest that
 // `ptwmfs-tool pack` wrote beside the stores, never from a bucket listing.
-// Stores read through HttpSource (range GETs behind the disk cache); plain
-// files are fetched whole on open.
+// Stores and plain files read through HttpSource (range GETs behind the disk
+// cache), each opened on its first read.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,8 +72,7 @@ struct stat base_attr() {
 
 Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskCache> cache) {
     Tree tree;
-    tree.remote_store_ = store;
-    tree.remote_cache_ = cache;
+    tree.remote_ = true;
     tree.store_dir_ = store->root().text;
     // statfs reports the disk cache's file system.
     tree.root_fd_ = UniqueFd(open(cache ? cache->options().dir.c_str() : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -141,11 +139,21 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
             n.attr.st_mode = S_IFLNK | 0777;
             n.attr.st_size = static_cast<off_t>(e.target.size());
             break;
-        case ManifestEntry::Kind::kFile:
+        case ManifestEntry::Kind::kFile: {
             n.kind = NodeKind::regular;
             n.attr.st_mode = S_IFREG | e.mode;
             n.attr.st_size = static_cast<off_t>(e.size);
+            const ptwm::remote::RemoteUrl object = store->object(e.path);
+            n.remote_file = std::make_unique<RemotePlainFile>(
+                object.text, e.size, [store, cache, object]() -> std::shared_ptr<const ptwm::ByteSource> {
+                    // The kernel's page cache keeps what was served: few
+                    // recent blocks are needed besides those fetched ahead.
+                    ptwm::remote::HttpSourceOptions options;
+                    options.memory_blocks = 4;
+                    return ptwm::remote::HttpSource::open(store, object, cache, options);
+                });
             break;
+        }
         case ManifestEntry::Kind::kStore: {
             // Nothing is fetched per store at mount: the manifest gives the
             // size, and the store opens on first read (StoreFile::load).
@@ -184,33 +192,6 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
         std::sort(node.children.begin(), node.children.end(),
                   [&](fuse_ino_t a, fuse_ino_t b) { return tree.nodes_[a].name < tree.nodes_[b].name; });
     return tree;
-}
-
-UniqueFd Tree::open_remote_regular(const Node& node) const {
-    const uint64_t size = static_cast<uint64_t>(node.attr.st_size);
-    const ptwm::remote::RemoteUrl object = remote_store_->object(node.disk_path);
-    // An anonymous in-memory file that the read path preads like any other,
-    // filled through an HttpSource: a HEAD gives the object's version, which
-    // keys its blocks in the disk cache (a file replaced by a re-pack is never
-    // served from the old one's), and the bytes come by range GETs of
-    // bounded size, whatever the file's.
-    UniqueFd fd(memfd_create("ptwmfs-remote-file", MFD_CLOEXEC));
-    if (!fd) return fd;
-    try {
-        const auto source = ptwm::remote::HttpSource::open(remote_store_, object, remote_cache_);
-        ptwm::remote::read_whole(*source, size, 8u << 20, [&](uint64_t at, std::span<const uint8_t> bytes) {
-            for (size_t done = 0; done < bytes.size();) {
-                const ssize_t w = pwrite(fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
-                if (w <= 0) ptwm::throw_errno("a memfd for " + object.text, "cannot write");
-                done += static_cast<size_t>(w);
-            }
-        });
-    } catch (const std::exception& e) {
-        log_error("%s", e.what());
-        errno = EIO;
-        return UniqueFd(-1);
-    }
-    return fd;
 }
 
 }  // namespace ptwmfs

@@ -300,7 +300,10 @@ size_t Tree::store_count() const {
 }
 
 UniqueFd Tree::open_regular(const Node& node) const {
-    if (remote_store_) return open_remote_regular(node);
+    if (remote_) {
+        errno = EIO;  // (not reached: Node::remote_file reads these)
+        return UniqueFd(-1);
+    }
     open_how how{};
     how.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;

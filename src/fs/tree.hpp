@@ -14,6 +14,7 @@
 #include "ptwm/base/error.hpp"
 #include "ptwm/remote/disk_cache.hpp"
 #include "ptwm/remote/object_store.hpp"
+#include "remote_plain_file.hpp"
 #include "store_file.hpp"
 #include "unique_fd.hpp"
 
@@ -31,6 +32,7 @@ struct Node {
     std::string link_target;                // symlinks: the link text, verbatim
     std::vector<fuse_ino_t> children;       // directories: sorted by name
     std::unique_ptr<StoreFile> store;       // stores
+    std::unique_ptr<RemotePlainFile> remote_file;  // a remote tree's plain files
 };
 
 // Tree::scan ran out of file descriptors (EMFILE) opening a store or a
@@ -74,20 +76,17 @@ public:
     int root_fd() const { return root_fd_.get(); }
     size_t store_count() const;
 
-    // Opens a plain file of the tree for reading, refusing any path that
-    // would leave the store directory or pass through a symlink. A remote
-    // tree's file is fetched (or taken from the disk cache) into memory.
+    // Opens a plain file of a local tree for reading, refusing any path that
+    // would leave the store directory or pass through a symlink. (A remote
+    // tree's plain files have no descriptor: Node::remote_file reads them.)
     UniqueFd open_regular(const Node& node) const;
-    bool is_remote() const { return remote_store_ != nullptr; }
     // The local stores' sources (none in a remote tree), for IdlePageDropper.
     const std::vector<std::shared_ptr<const ptwm::LocalFileSource>>& local_sources() const { return local_sources_; }
 
 private:
     class Scanner;
-    UniqueFd open_remote_regular(const Node& node) const;
     std::string store_dir_;
-    std::shared_ptr<ptwm::remote::ObjectStore> remote_store_;
-    std::shared_ptr<ptwm::remote::DiskCache> remote_cache_;
+    bool remote_ = false;  // a tree from a manifest: no plain file is on this machine
     UniqueFd root_fd_;
     std::vector<Node> nodes_;  // indexed by inode number; slot 0 unused
     std::vector<std::shared_ptr<const ptwm::LocalFileSource>> local_sources_;

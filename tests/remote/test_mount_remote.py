@@ -147,7 +147,9 @@ class MountOverHttp(unittest.TestCase):
                 self.assertEqual(Path(m / str(plain)).read_bytes(), after)
 
     def test_a_plain_file_over_64_mib(self):
-        # Plain files were fetched by one GET whose body was capped at 64 MiB.
+        # Plain files were fetched by one GET whose body was capped at 64 MiB,
+        # then whole into memory on every open: one page of a 65 MiB file
+        # cost 65 MiB of download and of RAM. They are read by range now.
         tree = self.work / "big"
         tree.mkdir()
         big = tree / "pytorch_model.bin"
@@ -157,7 +159,18 @@ class MountOverHttp(unittest.TestCase):
         subprocess.run([TOOL, "pack", "--manifest", tree, packed], check=True, capture_output=True)
         with rt.Nginx(packed) as web:
             with mt.Mount(web.url, self.options()) as m:
+                with open(m / "pytorch_model.bin", "rb") as f, open(big, "rb") as want:
+                    at = 40 << 20
+                    self.assertEqual(os.pread(f.fileno(), 4096, at), os.pread(want.fileno(), 4096, at))
+                    end = os.pread(f.fileno(), 4096, (65 << 20) - 1)  # the last 4 bytes, across the end
+                    self.assertEqual(end, os.pread(want.fileno(), 4096, (65 << 20) - 1))
+                    self.assertEqual(len(end), 4)
+                fetched = web.body_bytes_sent(m.stats()["remote"]["requests"])
+                self.assertLess(fetched, 8 << 20, f"{fetched} bytes fetched for two reads of 4 KiB")
                 self.assertEqual(mt.sha256_read(m / "pytorch_model.bin"), mt.sha256_read(big))
+                self.assertEqual(mt.sha256_mmap(m / "pytorch_model.bin"), mt.sha256_read(big))
+                fetched = web.body_bytes_sent(m.stats()["remote"]["requests"])
+                self.assertLessEqual(fetched, 1.05 * big.stat().st_size, f"{fetched} bytes fetched for one file")
             out = self.work / "big-out"
             subprocess.run([TOOL, "unpack", web.url, out], check=True, capture_output=True, timeout=300)
             self.assertEqual(mt.sha256_read(out / "pytorch_model.bin"), mt.sha256_read(big))

@@ -1,0 +1,27 @@
+#include "remote_plain_file.hpp"
+
+#include "ptwm/base/error.hpp"
+
+namespace ptwmfs {
+
+RemotePlainFile::RemotePlainFile(std::string name, uint64_t size, SourceOpener open_source)
+    : name_(std::move(name)), size_(size), open_source_(std::move(open_source)) {}
+
+std::shared_ptr<const ptwm::ByteSource> RemotePlainFile::source() const {
+    std::lock_guard lock(open_mutex_);
+    if (source_) return source_;
+    std::shared_ptr<const ptwm::ByteSource> opened = open_source_();
+    // The mount shows the manifest's size: an object of another size is not
+    // the file the tree was packed with (kept closed: a remount shows it).
+    if (opened->size() != size_)
+        throw ptwm::Error(name_ + ": " + std::to_string(opened->size()) + " bytes, the manifest says " +
+                          std::to_string(size_) + " (packed again since it was mounted?)");
+    return source_ = std::move(opened);
+}
+
+size_t RemotePlainFile::read(uint64_t offset, std::span<uint8_t> out) const {
+    if (offset >= size_) return 0;  // past the end: nothing to fetch, not even a HEAD
+    return source()->read_up_to(offset, out);
+}
+
+}  // namespace ptwmfs
