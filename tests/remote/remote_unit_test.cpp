@@ -1,7 +1,7 @@
 // The remote stage's pieces that need no server: URLs, S3 settings from the
 // AWS variables and files, the manifest's checks, the disk cache's refusal
 // to serve a damaged entry, the fetch pool's bounds, the part size of a
-// multipart upload.
+// multipart upload, the bound on fetched blocks in memory.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "ptwm/base/error.hpp"
+#include "ptwm/remote/block_memory.hpp"
 #include "ptwm/remote/disk_cache.hpp"
 #include "ptwm/remote/fetch_pool.hpp"
 #include "ptwm/remote/manifest.hpp"
@@ -303,4 +304,51 @@ TEST(Uploader, PartSizeKeepsAnUploadWithinTenThousandParts) {
     // 5 GiB parts, S3's largest, hold 10,000 x 5 GiB and not a byte more.
     EXPECT_EQ(multipart_part_bytes(10000 * 5 * GiB, 5 * MiB), 5 * GiB);
     EXPECT_THROW(multipart_part_bytes(10000 * 5 * GiB + 1, 5 * MiB), ptwm::Error);
+}
+
+namespace {
+BlockMemory::Block block_of(size_t bytes, uint8_t fill) {
+    return std::make_shared<const std::vector<uint8_t>>(bytes, fill);
+}
+}  // namespace
+
+TEST(BlockMemory, KeepsTheMostRecentlyUsedWithinItsLimit) {
+    BlockMemory memory(3000);
+    std::weak_ptr<const std::vector<uint8_t>> first, second, third;
+    {
+        auto a = block_of(1000, 1), b = block_of(1000, 2), c = block_of(1000, 3);
+        first = a, second = b, third = c;
+        memory.keep(1, 0, a);
+        memory.keep(1, 1, b);
+        memory.keep(2, 0, c);  // another source's block
+    }
+    EXPECT_EQ(memory.bytes(), 3000u);
+    EXPECT_FALSE(first.expired());  // held by the memory alone
+    memory.keep(1, 0, first.lock());  // used again: now the most recent
+    memory.keep(3, 7, block_of(1000, 4));
+    EXPECT_EQ(memory.bytes(), 3000u);
+    EXPECT_TRUE(second.expired()) << "the least recently used block is freed";
+    EXPECT_FALSE(first.expired());
+    EXPECT_FALSE(third.expired());
+    memory.drop(2, 0);
+    EXPECT_TRUE(third.expired());
+    EXPECT_EQ(memory.bytes(), 2000u);
+    memory.drop(2, 0);  // not kept: nothing happens
+    EXPECT_EQ(memory.bytes(), 2000u);
+}
+
+TEST(BlockMemory, ABlockInUseOutlivesItsEvictionAndTheLimitOnlyGrows) {
+    BlockMemory memory(1500);
+    auto reading = block_of(1000, 1);  // a read still copying from it
+    memory.keep(1, 0, reading);
+    memory.keep(1, 1, block_of(1000, 2));
+    EXPECT_EQ(memory.bytes(), 1000u);
+    EXPECT_EQ((*reading)[999], 1) << "evicted, and still whole for its reader";
+    memory.keep(1, 2, block_of(5000, 3));  // larger than the limit: kept alone
+    EXPECT_EQ(memory.bytes(), 5000u);
+    memory.require(1000);
+    EXPECT_EQ(memory.limit(), 1500u);
+    memory.require(8000);
+    EXPECT_EQ(memory.limit(), 8000u);
+    EXPECT_NE(BlockMemory::new_source(), BlockMemory::new_source());
 }

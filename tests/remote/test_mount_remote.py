@@ -4,7 +4,9 @@ nginx on loopback. Every file byte-identical through read and mmap; one
 full read fetches at most 1.05x the packed bytes (counted by nginx); an
 object replaced under the mount fails reads with EIO and the daemon lives;
 a damaged disk-cache entry is fetched again; with the server gone a fresh
-mount over the disk cache serves everything.
+mount over the disk cache serves everything; fetched blocks in memory stay
+within one bound for a tree of many files; a large plain file is read by
+range.
 
 `ptwmfs s3://BUCKET/PREFIX MOUNTPOINT` against SeaweedFS: every corpus file
 byte-identical; wrong credentials; the gateway stopped mid-read (also with
@@ -176,6 +178,24 @@ class MountOverHttp(unittest.TestCase):
             self.assertEqual(mt.sha256_read(out / "pytorch_model.bin"), mt.sha256_read(big))
             p = subprocess.run([TOOL, "verify", web.url, "--against", tree], capture_output=True, text=True, timeout=300)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def test_blocks_in_memory_stay_within_one_bound_for_the_whole_tree(self):
+        # Every remote file had kept up to 32 fetched 1 MiB blocks for the
+        # life of the mount: 21 MiB more resident memory per file read.
+        tree = self.work / "shards"
+        tree.mkdir()
+        for i in range(5):
+            write_random_checkpoint(tree / f"model-{i:05d}-of-00005.safetensors", 20, seed=i)
+        packed = self.work / "shards-packed"
+        subprocess.run([TOOL, "pack", "--manifest", tree, packed], check=True, capture_output=True)
+        with rt.Nginx(packed) as web:
+            with mt.Mount(web.url, self.options()) as m:
+                for name in sorted(os.listdir(tree)):
+                    self.assertEqual(mt.sha256_read(m / name), mt.sha256_read(tree / name), name)
+                remote = m.stats()["remote"]
+                self.assertEqual(remote["memory_limit"], 64 << 20)
+                self.assertLessEqual(remote["memory_bytes"], remote["memory_limit"], remote)
+                self.assertGreater(remote["memory_bytes"], 0, remote)
 
     def test_wrong_answers_to_range_reads_are_fetched_again(self):
         # A store's bytes answered wrong once, with the Content-Range asked for

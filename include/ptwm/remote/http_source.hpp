@@ -1,6 +1,7 @@
 // A store's bytes from an object store: a ByteSource reading fixed blocks by
-// range GET, a run of missing neighbouring blocks in one request, behind an
-// in-memory set of recent blocks and the optional disk cache. Size and ETag
+// range GET, a run of missing neighbouring blocks in one request, behind its
+// recent blocks in memory (within the process's bound, BlockMemory) and the
+// optional disk cache. Size and ETag
 // come from HEAD at open; every GET asks for that ETag (If-Match) and checks
 // the one answered, so an object replaced while open fails its reads with a
 // clear error instead of mixing bytes of two versions.
@@ -30,6 +31,7 @@ namespace ptwm::remote {
 struct HttpSourceOptions {
     uint32_t block_bytes = 1u << 20;     // the unit of fetching and of the disk cache
     size_t memory_blocks = 16;           // recent blocks kept in memory, besides those fetched ahead
+                                         // (at most: BlockMemory may let them go first)
     // Without the network, a cached size and ETag let the object open (and
     // its cached blocks be read) all the same.
     bool allow_offline = true;

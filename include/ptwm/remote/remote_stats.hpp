@@ -1,5 +1,6 @@
 // Figures of the remote read path for -o stats and user.ptwmfs.stats:
-// requests, bytes, retries, disk-cache hits and fill, fetch latency.
+// requests, bytes, retries, disk-cache hits and fill, fetch latency, and the
+// process's fetched blocks in memory (BlockMemory) against their limit.
 #pragma once
 
 #include <array>

@@ -15,6 +15,7 @@
 
 #include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
+#include "ptwm/remote/block_memory.hpp"
 
 namespace ptwm::remote {
 
@@ -29,13 +30,25 @@ constexpr uint64_t kNone = ~uint64_t{0};
 
 class HttpSource::Blocks : public std::enable_shared_from_this<HttpSource::Blocks> {
 public:
-    using Block = std::shared_ptr<const std::vector<uint8_t>>;
+    using Block = BlockMemory::Block;
+    struct Remembered {
+        std::weak_ptr<const std::vector<uint8_t>> block;
+        std::list<uint64_t>::iterator order;
+    };
 
     Blocks(std::shared_ptr<ObjectStore> store, RemoteUrl object, std::shared_ptr<DiskCache> cache,
            HttpSourceOptions options, ObjectInfo info)
         : store_(std::move(store)), object_(std::move(object)), cache_(std::move(cache)), options_(options),
           ahead_(options.fetch_ahead.value_or(store_->fetch_ahead())), info_(std::move(info)),
-          block_count_((info_.size + options.block_bytes - 1) / options.block_bytes) {}
+          block_count_((info_.size + options.block_bytes - 1) / options.block_bytes) {
+        // Room for two sources' recent blocks and windows: several readers
+        // at once fill it with the blocks ahead of them, and evict those
+        // they have passed first.
+        BlockMemory::shared().require(2 * uint64_t{capacity()} * options_.block_bytes);
+    }
+    ~Blocks() {
+        for (const auto& [index, remembered] : memory_) BlockMemory::shared().drop(id_, index);
+    }
 
     const RemoteUrl& object() const { return object_; }
     const ObjectInfo& info() const { return info_; }
@@ -58,8 +71,15 @@ private:
     // Disk cache, then one range GET for each run of blocks still missing.
     void fetch_blocks(const std::vector<uint64_t>& wanted, std::vector<Block>& got) const;
 
+    // The blocks a source remembers at most: its recent ones and its
+    // fetch-ahead window.
+    size_t capacity() const { return options_.memory_blocks + ahead_.window_blocks; }
     // mutex_ held for these:
     void remember(uint64_t index, Block block);
+    // The block if it is remembered and still in memory (marked used), else null.
+    Block recall(uint64_t index);
+    bool in_memory(uint64_t index) const;
+    void forget_in_memory(std::map<uint64_t, Remembered>::iterator it);
     // Follows the read pattern; for a sequential reader, the blocks to
     // fetch ahead now.
     std::optional<Run> plan_ahead(uint64_t first, uint64_t last);
@@ -79,11 +99,10 @@ private:
 
     std::mutex mutex_;
     std::condition_variable fetched_;
-    struct Remembered {
-        Block block;
-        std::list<uint64_t>::iterator order;
-    };
-    std::map<uint64_t, Remembered> memory_;  // recent blocks
+    const uint64_t id_ = BlockMemory::new_source();  // keys its blocks in BlockMemory
+    // Recent blocks, held weakly: BlockMemory holds them (and may let them
+    // go first, under the process's bound).
+    std::map<uint64_t, Remembered> memory_;
     std::list<uint64_t> memory_order_;       // front: most recent
     std::set<uint64_t> in_flight_;           // blocks a reader or a background fetch is fetching
     // The errors of failed background fetches, for the readers that waited on them.
@@ -106,12 +125,32 @@ std::string HttpSource::Blocks::block_key(uint64_t block) const {
 void HttpSource::Blocks::forget(uint64_t first, uint64_t last) {
     std::lock_guard lock(mutex_);
     for (uint64_t b = first; b <= last; ++b) {
-        if (const auto it = memory_.find(b); it != memory_.end()) {
-            memory_order_.erase(it->second.order);
-            memory_.erase(it);
-        }
+        if (const auto it = memory_.find(b); it != memory_.end()) forget_in_memory(it);
         if (cache_) cache_->erase(block_key(b));
     }
+}
+
+void HttpSource::Blocks::forget_in_memory(std::map<uint64_t, Remembered>::iterator it) {
+    BlockMemory::shared().drop(id_, it->first);
+    memory_order_.erase(it->second.order);
+    memory_.erase(it);
+}
+
+HttpSource::Blocks::Block HttpSource::Blocks::recall(uint64_t index) {
+    const auto it = memory_.find(index);
+    if (it == memory_.end()) return nullptr;
+    Block block = it->second.block.lock();
+    if (!block) {
+        forget_in_memory(it);  // BlockMemory let it go
+        return nullptr;
+    }
+    BlockMemory::shared().keep(id_, index, block);  // used now (kept again if a reader had held it)
+    return block;
+}
+
+bool HttpSource::Blocks::in_memory(uint64_t index) const {
+    const auto it = memory_.find(index);
+    return it != memory_.end() && !it->second.block.expired();
 }
 
 std::optional<HttpSource::Blocks::Block> HttpSource::Blocks::from_disk_cache(uint64_t block) const {
@@ -122,15 +161,13 @@ std::optional<HttpSource::Blocks::Block> HttpSource::Blocks::from_disk_cache(uin
 }
 
 void HttpSource::Blocks::remember(uint64_t index, Block block) {
-    if (memory_.count(index)) return;
+    if (in_memory(index)) return;
+    if (const auto it = memory_.find(index); it != memory_.end()) forget_in_memory(it);
+    BlockMemory::shared().keep(id_, index, block);
     memory_order_.push_front(index);
-    memory_.emplace(index, Remembered{std::move(block), memory_order_.begin()});
+    memory_.emplace(index, Remembered{block, memory_order_.begin()});
     // Room for the window fetched ahead besides the recent blocks.
-    const size_t capacity = options_.memory_blocks + ahead_.window_blocks;
-    while (memory_.size() > capacity) {
-        memory_.erase(memory_order_.back());
-        memory_order_.pop_back();
-    }
+    while (memory_.size() > capacity()) forget_in_memory(memory_.find(memory_order_.back()));
 }
 
 void HttpSource::Blocks::end_fetch(const std::vector<uint64_t>& blocks) {
@@ -154,10 +191,7 @@ std::optional<HttpSource::Blocks::Run> HttpSource::Blocks::plan_ahead(uint64_t f
     // What lies more than a window behind a sequential reader is served
     // (the chunk and page caches hold it decoded): leave the room to the
     // blocks ahead.
-    while (!memory_.empty() && memory_.begin()->first + window < first) {
-        memory_order_.erase(memory_.begin()->second.order);
-        memory_.erase(memory_.begin());
-    }
+    while (!memory_.empty() && memory_.begin()->first + window < first) forget_in_memory(memory_.begin());
     if (sequential_run_ < kSequentialReads || ahead_failing_) return std::nullopt;
     const uint64_t from = std::max(ahead_until_, last + 1), to = std::min(block_count_, next_block_ + window);
     if (from >= to) return std::nullopt;
@@ -175,7 +209,7 @@ void HttpSource::Blocks::submit_ahead(Run range) {
     {
         std::lock_guard lock(mutex_);
         for (uint64_t b = range.first; b <= range.last; ++b) {
-            if (cached[b - range.first] || memory_.count(b) || in_flight_.count(b)) continue;
+            if (cached[b - range.first] || in_memory(b) || in_flight_.count(b)) continue;
             in_flight_.insert(b);
             failed_.erase(b);
             if (!runs.empty() && runs.back().last + 1 == b &&
@@ -282,7 +316,7 @@ std::vector<HttpSource::Blocks::Block> HttpSource::Blocks::get(uint64_t first, u
                         object_.text + ": block " + std::to_string(b) + " still not fetched after " +
                             std::to_string(static_cast<int>(patience.count() + 0.5)) + " s (remote_timeout)",
                         0, true));
-                } else if (const auto f = failed_.find(b); f != failed_.end() && !memory_.count(b)) {
+                } else if (const auto f = failed_.find(b); f != failed_.end() && !in_memory(b)) {
                     error = f->second;  // the background fetch this read waited for failed: its error
                 }
                 if (error) {
@@ -290,8 +324,8 @@ std::vector<HttpSource::Blocks::Block> HttpSource::Blocks::get(uint64_t first, u
                     std::rethrow_exception(error);
                 }
             }
-            if (const auto it = memory_.find(b); it != memory_.end()) {
-                got[b - first] = it->second.block;
+            if (Block block = recall(b)) {
+                got[b - first] = std::move(block);
             } else {
                 in_flight_.insert(b);
                 failed_.erase(b);

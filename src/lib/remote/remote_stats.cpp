@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ptwm/remote/block_memory.hpp"
+
 namespace ptwm::remote {
 
 void RemoteStats::record_latency(double seconds) {
@@ -31,6 +33,7 @@ std::string RemoteStats::json() const {
                   "{\"requests\":%llu,\"bytes_fetched\":%llu,\"bytes_sent\":%llu,\"retries\":%llu,\"failures\":%llu,"
                   "\"disk_cache_hits\":%llu,\"disk_cache_misses\":%llu,\"disk_cache_bytes\":%llu,"
                   "\"disk_cache_rejected\":%llu,\"disk_cache_evictions\":%llu,\"ahead_blocks\":%llu,\"in_flight_waits\":%llu,"
+                  "\"memory_bytes\":%llu,\"memory_limit\":%llu,"
                   "\"fetch_latency_ms\":{\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f}}",
                   static_cast<unsigned long long>(requests.load()), static_cast<unsigned long long>(bytes_fetched.load()),
                   static_cast<unsigned long long>(bytes_sent.load()), static_cast<unsigned long long>(retries.load()),
@@ -39,6 +42,8 @@ std::string RemoteStats::json() const {
                   static_cast<unsigned long long>(cache_rejected.load()),
                   static_cast<unsigned long long>(cache_evictions.load()),
                   static_cast<unsigned long long>(ahead_blocks.load()), static_cast<unsigned long long>(in_flight_waits.load()),
+                  static_cast<unsigned long long>(BlockMemory::shared().bytes()),
+                  static_cast<unsigned long long>(BlockMemory::shared().limit()),
                   latency_ms(0.5), latency_ms(0.9),
                   latency_ms(0.99));
     return buf;
