@@ -435,6 +435,38 @@ class ToolTest(unittest.TestCase):
             self.assertIn("usage: ptwmfs-tool " + cmd, run(cmd, "--help").stdout)
         self.assertIn("ptwmfs-tool", run("--version").stdout)
 
+    def test_common_mistakes_are_named_and_write_nothing(self):
+        src = self.small_model()
+        store = self.tmp / "small.safetensors.ptwm"
+        run("pack", src, store)
+        before = sorted(os.listdir(self.tmp))
+        mistakes = [  # (arguments, exit status, what the message must say)
+            (["pack", "--manifest", src, self.tmp / "x.ptwm"], 1, "so DST must be a directory"),
+            (["pack", src, str(self.tmp / "newdir") + "/"], 1, "newdir/: no such directory"),
+            (["unpack", store, str(self.tmp / "newdir") + "/"], 1, "newdir/: no such directory"),
+            (["pack", store, self.tmp / "again.ptwm"], 1, "small.safetensors.ptwm: a ptwmfs store already"),
+            (["inspect", self.tmp], 1, "a directory; inspect reads one store"),
+            (["pack", "--parallel", "0", src, self.tmp / "p.ptwm"], 2, "--parallel takes 1 to 256, not 0"),
+            (["pack", "--chunk-size", "1x", src, self.tmp / "p.ptwm"], 2, "--chunk-size takes 4K to 256M, not '1x'"),
+            (["pack", "--region", "eu-west-1", src, self.tmp / "p.ptwm"], 2, "--region is for s3:// and https:// URLs"),
+            (["unpack", "--profile", "p", store, self.tmp / "u"], 2, "--profile is for s3:// and https:// URLs"),
+            (["verify", "--remote-timeout", "5", store], 2, "--remote-timeout is for s3:// and https:// URLs"),
+            (["inspect", "--s3-endpoint", "http://127.0.0.1:1", store], 2, "--s3-endpoint is for s3:// and https://"),
+        ]
+        for args, status, message in mistakes:
+            p = run(*args, check=False)
+            self.assertEqual(p.returncode, status, f"{args}: {p.stderr}")
+            self.assertIn(message, p.stderr, args)
+            self.assertEqual(sorted(os.listdir(self.tmp)), before, f"{args} wrote something")
+        # One store's ORIGINAL may be the directory that holds it, as
+        # unpack's DST may be: DIR/NAME is compared, not DIR.
+        p = run("verify", store, "--against", self.tmp)
+        self.assertIn("identical to the original", p.stdout)
+        (self.tmp / "other").mkdir()
+        p = run("verify", store, "--against", self.tmp / "other", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(str(self.tmp / "other" / "small.safetensors"), p.stdout)
+
     def small_model(self):
         src = self.tmp / "small.safetensors"
         src.write_bytes(safetensors([("w", "BF16", [4096], os.urandom(8192))]))

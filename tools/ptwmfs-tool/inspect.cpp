@@ -2,6 +2,7 @@
 // the order-0 entropy bound of each plane over the whole tensor.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "command.hpp"
 #include "progress.hpp"
+#include "ptwm/base/error.hpp"
 #include "ptwm/base/utf8.hpp"
 #include "ptwm/store/plane_stats.hpp"
 #include "ptwm/store/scale_pairs.hpp"
@@ -32,7 +34,8 @@ constexpr const char* kHelp =
     "\n"
     "options:\n"
     "  --json     one JSON document instead of a table\n"
-    "  --chunks   also list every chunk (offsets, lengths, codecs)\n"
+    "  --chunks   also list every chunk: its tensor, original and stored offsets and\n"
+    "             lengths (with --json, also its decomposition and planes' codecs)\n"
     "\n"
     "STORE may be a URL naming one store: s3://BUCKET/PREFIX/NAME.ptwm or\n"
     "https://HOST/PATH/NAME.ptwm.\n";
@@ -70,6 +73,9 @@ int inspect_main(Args& args) {
     const bool list_chunks = args.flag("chunks");
     const RemoteOptions remote = remote_options(args);
     const std::string path = args.positionals(1, 1)[0];
+    refuse_unused(remote, {path});
+    if (std::error_code ec; !is_url(path) && std::filesystem::is_directory(path, ec))
+        throw Error(path + ": a directory; inspect reads one store (NAME.ptwm), and 'verify' a whole tree");
     const auto store = open_store(path, remote);
     const auto& tensors = store->header().tensors;
 

@@ -24,7 +24,8 @@ constexpr const char* kUsageText =
     "  unpack SRC DST          restore the byte-identical originals from a store or directory\n"
     "  verify SRC [--against ORIGINAL]\n"
     "                          decode everything and check every checksum\n"
-    "  inspect STORE [--json]  per tensor and plane: decomposition, codec, sizes, entropy bound\n"
+    "  inspect STORE [--json] [--chunks]\n"
+    "                          per tensor and plane: decomposition, codec, sizes, entropy bound\n"
     "\n"
     "'ptwmfs-tool COMMAND --help' tells more; see also ptwmfs-tool(1), ptwmfs(1), ptwmfs-store(5).\n";
 

@@ -1,5 +1,6 @@
 // ptwmfs-tool pack: safetensors file or model directory -> stores.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "ptwm/base/size_text.hpp"
 #include "ptwm/remote/manifest.hpp"
 #include "ptwm/store/safetensors.hpp"
+#include "ptwm/store/store_format.hpp"
 #include "ptwm/store/store_names.hpp"
 #include "ptwm/store/store_writer.hpp"
 #include "remote_upload.hpp"
@@ -43,7 +45,7 @@ constexpr const char* kHelp =
     "      --on-bad MODE   a safetensors file that fails to parse: 'fail' (default)\n"
     "                      stops with an error, 'copy' copies it unchanged with a warning\n"
     "  -q, --quiet         print no summary\n"
-    "      --parallel N    parts in flight to s3:// across the tree, each in memory (default 4)\n"
+    "      --parallel N    parts in flight to s3:// across the tree, each in memory, 1-256 (default 4)\n"
     "      --part-size S   multipart part size for s3:// (default 16M, 5M-5G; more for a\n"
     "                      store that would take over 10,000 parts)\n"
     "      --manifest      also write DST/ptwmfs-manifest.json, so that any HTTP(S)\n"
@@ -54,9 +56,25 @@ constexpr const char* kHelp =
     "in all) and the manifest PREFIX/ptwmfs-manifest.json is written last, so a\n"
     "tree whose manifest is there is whole. s3://BUCKET/KEY.ptwm takes one store.\n";
 
+// --parallel: parts in flight, each in memory (256 x the largest part,
+// 5 GiB, would be more than any machine has).
+constexpr uint64_t kMaxParallel = 256;
+
 struct Totals {
     uint64_t original = 0, stored = 0, files_packed = 0, files_copied = 0;
 };
+
+// Whether `path` starts as a store does: one given to pack again would
+// otherwise be refused for a safetensors header length of 10^18 bytes.
+bool is_store_file(const fs::path& path) {
+    std::array<uint8_t, kStoreMagic.size()> start{};
+    try {
+        const File f = File::open_read(path.string());
+        return f.read_up_to(0, start) == start.size() && start == kStoreMagic;
+    } catch (const Error&) {
+        return false;  // read_safetensors_header says what is wrong
+    }
+}
 
 bool has_suffix(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -115,7 +133,8 @@ int pack_main(Args& args) {
     }
     if (args.option("chunk-size", "", value)) {
         const auto size = parse_size(value);
-        if (!size || *size < 4096 || *size > kMaxChunkBytes) throw UsageError{"--chunk-size takes 4K to 256M"};
+        if (!size || *size < 4096 || *size > kMaxChunkBytes)
+            throw UsageError{"--chunk-size takes 4K to 256M, not '" + value + "'"};
         opt.chunk_bytes = static_cast<uint32_t>(*size);
     }
     bool copy_bad = false;
@@ -125,22 +144,33 @@ int pack_main(Args& args) {
     }
     const bool quiet = args.flag("quiet", "q");
     unsigned parallel = 4;
-    if (args.option("parallel", "", value)) parallel = std::max(1u, static_cast<unsigned>(parse_count(value, "--parallel")));
+    if (args.option("parallel", "", value)) {
+        const uint64_t n = parse_count(value, "--parallel");
+        if (n < 1 || n > kMaxParallel) throw UsageError{"--parallel takes 1 to " + std::to_string(kMaxParallel) + ", not " + value};
+        parallel = static_cast<unsigned>(n);
+    }
     const bool write_manifest = args.flag("manifest");
     uint64_t part_bytes = 16ull << 20;
     if (args.option("part-size", "", value)) {
         const auto size = parse_size(value);
-        if (!size || *size < (5ull << 20) || *size > (5ull << 30)) throw UsageError{"--part-size takes 5M to 5G"};
+        if (!size || *size < (5ull << 20) || *size > (5ull << 30))
+            throw UsageError{"--part-size takes 5M to 5G, not '" + value + "'"};
         part_bytes = *size;
     }
     const RemoteOptions remote = remote_options(args);
     const auto pos = args.positionals(2, 2);
+    refuse_unused(remote, pos);
     const fs::path src = pos[0];
     fs::path dst = pos[1];
     std::error_code ec;
     // First, as nothing else about a source that is not there is worth
     // saying (not that its name would not fit in a manifest).
     if (!fs::exists(src, ec)) throw Error(src.string() + ": no such file or directory");
+    // Before anything is written: a file packed into DST that is no
+    // directory left its store there and then failed for the manifest.
+    if (write_manifest && !is_url(pos[1]) && !fs::is_directory(src, ec) && !fs::is_directory(dst, ec))
+        throw Error(dst.string() + ": --manifest writes DST/" + remote::kManifestName +
+                    ", so DST must be a directory (one that exists, for a single file)");
     // A directory's DST, before its names are judged: `pack model
     // model/packed` run twice must say that DST is inside SRC, not that
     // the first run's stores are source files named *.ptwm. (An upload's
@@ -211,6 +241,8 @@ int pack_main(Args& args) {
         if (!fs::is_regular_file(src, ec))
             throw Error(src.string() + ": not a regular file or directory (pack reads a file by offsets, not as a stream)");
         if (fs::is_directory(dst)) dst /= src.filename().string() + std::string(kStoreSuffix);
+        if (is_store_file(src))
+            throw Error(src.string() + ": a ptwmfs store already ('ptwmfs-tool unpack' restores its original)");
         pack_one(src, read_safetensors_header(src), dst);
     }
 

@@ -33,14 +33,26 @@ bool printed_help(Args& args, const char* help) {
 RemoteOptions remote_options(Args& args) {
     RemoteOptions o;
     std::string value;
-    if (args.option("s3-endpoint", "", value)) o.s3.endpoint = value;
-    if (args.option("region", "", value)) o.s3.region = value;
-    if (args.option("profile", "", value)) o.s3.profile = value;
-    if (args.option("remote-timeout", "", value)) {
+    const auto given = [&](const char* name) {
+        if (!args.option(name, "", value)) return false;
+        if (o.first_given.empty()) o.first_given = std::string("--") + name;
+        return true;
+    };
+    if (given("s3-endpoint")) o.s3.endpoint = value;
+    if (given("region")) o.s3.region = value;
+    if (given("profile")) o.s3.profile = value;
+    if (given("remote-timeout")) {
         o.retry.timeout_seconds = static_cast<double>(parse_count(value, "--remote-timeout"));
         if (o.retry.timeout_seconds < 1) throw UsageError{"--remote-timeout takes 1 second or more"};
     }
     return o;
+}
+
+void refuse_unused(const RemoteOptions& options, const std::vector<std::string>& operands) {
+    if (options.first_given.empty()) return;
+    for (const std::string& operand : operands)
+        if (is_url(operand)) return;
+    throw UsageError{options.first_given + " is for s3:// and https:// URLs, and none is given"};
 }
 
 namespace {

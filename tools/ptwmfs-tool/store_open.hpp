@@ -18,11 +18,15 @@ namespace ptwm::tool {
 struct RemoteOptions {
     remote::S3Overrides s3;
     remote::RetryPolicy retry;
+    std::string first_given;  // the first of them on the command line ("" if none)
 };
 
 // Takes --s3-endpoint, --region, --profile and --remote-timeout SECONDS
 // from the command line (call before positionals()).
 RemoteOptions remote_options(Args& args);
+// Throws UsageError when one of them was given and no operand is a URL:
+// it would do nothing (as the daemon refuses them on a local directory).
+void refuse_unused(const RemoteOptions& options, const std::vector<std::string>& operands);
 // The lines --help shows for them.
 extern const char* const kRemoteHelp;
 // --help / -h: prints the command's `help` and kRemoteHelp; true when asked.

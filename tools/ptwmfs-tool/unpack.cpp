@@ -61,6 +61,7 @@ int unpack_main(Args& args) {
     const bool quiet = args.flag("quiet", "q");
     const RemoteOptions remote = remote_options(args);
     const auto pos = args.positionals(2, 2);
+    refuse_unused(remote, pos);
     const fs::path src = pos[0];
     fs::path dst = pos[1];
 

@@ -319,10 +319,19 @@ int verify_main(Args& args) {
     if (args.option("against", "", value)) against = value;
     const RemoteOptions remote = remote_options(args);
     const fs::path src = args.positionals(1, 1)[0];
+    refuse_unused(remote, {src.string()});
+    // One store's ORIGINAL may be the directory holding it (as unpack's
+    // DST may be): DIR/NAME is compared, not DIR.
+    const auto original_of = [&](const std::string& store_name) {
+        std::error_code ec;
+        if (against && fs::is_directory(*against, ec)) return std::optional<fs::path>(*against / original_name(store_name));
+        return against;
+    };
 
     Verifier v(threads);
     if (is_url(src.string()) && url_names_store(src.string())) {
-        v.verify_store(src, against, [&] { return open_store(src.string(), remote); });
+        const std::string leaf = src.string().substr(src.string().rfind('/') + 1);
+        v.verify_store(src, original_of(leaf), [&] { return open_store(src.string(), remote); });
     } else if (is_url(src.string()) || fs::is_directory(src)) {
         const bool remote_tree = is_url(src.string());
         if (against)
@@ -333,7 +342,7 @@ int verify_main(Args& args) {
         originals.report_unclaimed(v, src.string());
         if (stores == 0 && !against) v.fail(src.string() + ": holds no store");
     } else {
-        v.verify_store(src, against);
+        v.verify_store(src, original_of(src.filename().string()));
     }
     if (v.failures()) {
         std::printf("verify: %zu problem(s) found\n", v.failures());

@@ -127,9 +127,12 @@ std::string hidden_temporary_template(const std::string& path) {
 }
 
 AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(output_path(std::move(path))) {
+    // "new/" names a directory, which no file output can be (the temporary
+    // would be "new/.tmp.XXXXXX", and its failure a puzzle).
+    if (!path_.empty() && path_.back() == '/') throw Error(path_ + ": no such directory");
     std::string name = hidden_temporary_template(path_);
     fd_ = ::mkostemp(name.data(), O_CLOEXEC);
-    if (fd_ < 0) throw_errno(path_, "cannot create a temporary file beside");
+    if (fd_ < 0) throw_errno(path_, "cannot create a temporary file beside it");
     temp_path_ = std::move(name);
     ::fchmod(fd_, mode & ~process_umask());
 }
