@@ -41,7 +41,7 @@ constexpr const char* kHelp =
     "options:\n"
     "  -j, --threads N     encoder threads, 1-1024 (default or 0: all cores; one more reads and writes)\n"
     "  -l, --level N       1 (fastest) .. 9 (smallest); default 3\n"
-    "      --chunk-size S  bytes per chunk, with K/M suffixes (default 256K)\n"
+    "      --chunk-size S  bytes per chunk, 4K to 256M, with K/M/G suffixes (default 256K)\n"
     "      --on-bad MODE   a safetensors file that fails to parse: 'fail' (default)\n"
     "                      stops with an error, 'copy' copies it unchanged with a warning\n"
     "  -q, --quiet         print no summary\n"
