@@ -256,6 +256,22 @@ TEST_F(DamagedStore, HeaderLengthOutOfBounds) {
     expect_open_error(b, {"the safetensors header length 4 is out of bounds"});
 }
 
+// A superblock may claim a header section of up to the 100 MiB bound; open
+// must see that its stored bytes cannot hold it (raw: its stored length;
+// zstd: its frame's content size) before allocating and clearing that much.
+TEST_F(DamagedStore, HeaderSectionClaimsMoreThanItsStoredBytesHold) {
+    constexpr uint64_t kClaim = 64u << 20;
+    auto claim = [&](Bytes b) {
+        for (int i = 0; i < 8; ++i) b[16 + i] = static_cast<uint8_t>((kClaim + 17384) >> (8 * i));  // original size
+        for (int i = 0; i < 8; ++i) b[32 + 16 + i] = static_cast<uint8_t>(kClaim >> (8 * i));      // prefix length
+        reseal_superblock(b);
+        return b;
+    };
+    ASSERT_EQ(ptwm::StoreReader::open(packed_path_)->superblock().prefix.codec, ptwm::Codec::zstd);
+    expect_open_error(claim(packed_), {"the safetensors header is damaged", "zstd frames cannot decode to 67108864 bytes"});
+    expect_open_error(claim(assemble(model_)), {"the safetensors header is damaged", "raw bytes where 67108864 are expected"});
+}
+
 TEST_F(DamagedStore, IndexSectionOutsideTheFile) {
     Bytes b = packed_;
     const uint64_t past = b.size() + 100;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_decompressBound
 #include <zstd.h>
 
 #include "ptwm/base/checksum.hpp"
@@ -92,6 +93,20 @@ std::vector<uint8_t> encode_section(std::span<const uint8_t> bytes, Section& sec
 
 std::vector<uint8_t> decode_section(std::span<const uint8_t> stored, const Section& section, const std::string& what,
                                     const char* name) {
+    // Before allocating what the superblock claims: a raw section is its
+    // stored bytes, and zstd frames decode to at most ZSTD_decompressBound
+    // (their declared content size, which the writer always sets). Else a
+    // damaged 128-byte superblock made open() allocate and clear up to the
+    // header's 100 MiB bound only to fail the size check after.
+    if (section.codec == Codec::raw && stored.size() != section.length)
+        throw Error(what + ": the " + name + " is damaged: " + std::to_string(stored.size()) + " raw bytes where " +
+                    std::to_string(section.length) + " are expected");
+    if (section.codec == Codec::zstd) {
+        const unsigned long long bound = ZSTD_decompressBound(stored.data(), stored.size());
+        if (bound == ZSTD_CONTENTSIZE_ERROR || bound < section.length)
+            throw Error(what + ": the " + name + " is damaged: its zstd frames cannot decode to " +
+                        std::to_string(section.length) + " bytes");
+    }
     std::vector<uint8_t> out(section.length);
     try {
         decode_plane(section.codec, stored, out);
