@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 #include <htscodecs/rANS_static4x16.h>
+#include <xxhash.h>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
+#include <string>
 
 #include "ptwm/base/error.hpp"
 #include "ptwm/codecs/codec.hpp"
@@ -205,6 +208,76 @@ TEST(ContextModels, RoundTripEveryValueUnderEveryLayout) {
                 }
 }
 
+
+namespace {
+// Deterministic cases for the FP8 and FP4 context models where the chunk is
+// shorter than a row, or spans fewer rows than the layout has channels:
+// returns XXH3 of all payloads in order, after checking each round trip.
+static uint64_t model_cases_hash(std::string* failure) {
+    uint32_t state = 12345;
+    auto next = [&] { state = state * 1664525u + 1013904223u; return state >> 24; };
+    auto bytes = [&](size_t n, bool skewed) {
+        std::vector<uint8_t> v(n);
+        for (auto& b : v) b = static_cast<uint8_t>(skewed ? 0x30 + (next() & 7) + ((next() & 3) == 0 ? 8 : 0) : next());
+        return v;
+    };
+    std::vector<uint8_t> all;
+    const std::vector<std::vector<uint64_t>> shapes = {
+        {2, 1u << 20}, {3, 3, 64, 4096}, {3, 3, 16, 32}, {64, 1}, {1000}, {5, 7}};
+    for (size_t n : {size_t{1}, size_t{7}, size_t{100}, size_t{4096}, size_t{5000}})
+        for (const auto& shape : shapes)
+            for (uint64_t offset : {uint64_t{0}, uint64_t{4093}, uint64_t{12345}, uint64_t{(1u << 20) - 3}})
+                for (bool skewed : {false, true}) {
+                    const auto plane = bytes(n, skewed);
+                    const ptwm::TensorLayout f8{shape, offset, std::nullopt, {}};
+                    const auto p = ptwm::encode_with(ptwm::Codec::f8_model, plane, 3, f8);
+                    std::vector<uint8_t> out(n);
+                    ptwm::decode_plane(ptwm::Codec::f8_model, p, out, f8);
+                    if (out != plane && failure) *failure = "f8 round trip n=" + std::to_string(n);
+                    all.insert(all.end(), p.begin(), p.end());
+                    // FP4: n blocks of 16 bytes, one scale each (n/16 rounded up, at most 64 blocks).
+                    const size_t blocks = std::min<size_t>(64, (n + 15) / 16);
+                    const auto blk = bytes(blocks * 16, skewed);
+                    std::vector<uint8_t> scales(blocks);
+                    for (auto& s : scales) s = static_cast<uint8_t>(120 + (next() & 3));
+                    const ptwm::TensorLayout f4{shape, offset / 16 * 16, std::nullopt, scales};
+                    const auto q = ptwm::encode_with(ptwm::Codec::fp4_model, blk, 3, f4);
+                    std::vector<uint8_t> out4(blk.size());
+                    ptwm::decode_plane(ptwm::Codec::fp4_model, q, out4, f4);
+                    if (out4 != blk && failure) *failure = "fp4 round trip n=" + std::to_string(n);
+                    all.insert(all.end(), q.begin(), q.end());
+                }
+    return XXH3_64bits(all.data(), all.size());
+}
+}  // namespace
+
+// The FP8 and FP4 models keep per-column (and FP8 per-channel) tables only
+// for what a chunk touches. These cases -- chunks shorter than a row of
+// 2^20, spanning fewer rows than the layout's channels, and ordinary ones --
+// must code to exactly the payloads of the encoder before that change
+// (hash taken from it), so stores stay byte-identical.
+TEST(ContextModels, ShortChunksOfWideRowsCodeAsBefore) {
+    std::string failure;
+    EXPECT_EQ(model_cases_hash(&failure), 0xc627373c3707ded0ull);
+    EXPECT_EQ(failure, "");
+}
+
+// Decoding a few bytes of a tensor with rows of 2^20 cleared 16-32 MiB of
+// tables a call (7 ms): a store of a few KiB could name a thousand such
+// chunks. 1000 calls now take well under a millisecond each.
+TEST(ContextModels, AFewBytesOfAWideTensorDecodeWithoutRowSizedTables) {
+    const std::vector<uint64_t> shape = {4, 1u << 20};
+    const std::vector<uint8_t> payload(16, 0x5a), scales(1, 127);
+    std::vector<uint8_t> out(16);
+    std::vector<uint8_t> fp4_payload = {0x80, 0x80, 0x40};  // varint 2^20: the column length
+    fp4_payload.insert(fp4_payload.end(), 16, 0x5a);
+    const auto start = std::chrono::steady_clock::now();
+    for (int k = 0; k < 1000; ++k) {
+        decode_plane(Codec::f8_model, payload, out, {shape, 12345, std::nullopt, {}});
+        decode_plane(Codec::fp4_model, fp4_payload, out, {shape, 12336, std::nullopt, scales});
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
 
 TEST(ContextModels, BlockScalesWithChannelLevelsGoToTheScaleModelBelowTheirBound) {
     // [3, 3, 64, 1]: each input channel keeps its level across kernel taps.

@@ -532,14 +532,27 @@ void code_f8(C& c, uint8_t* x, size_t n, uint64_t first, F8Geometry g) {
     const uint64_t plane = taps ? g.plane : n + 1;  // n + 1: no previous tap
     const uint64_t first_row = first / row;
     std::vector<Node> et(32 * 16), e0(16), mt(16 * 8), mt3(16 * 3 * 8), st(9);
+    // The per-column and per-channel tables hold only what this chunk
+    // touches. Sized by the layout (up to kMaxTable entries each), a chunk of
+    // a few bytes in a tensor with rows of 2^20 cleared 32 MiB of them:
+    // 7 ms a chunk, from a header that costs a few bytes to write. A chunk
+    // shorter than a row sees each column once, so its column slot can be
+    // its position i; one spanning fewer rows than there are channels sees
+    // each channel once, so its slot can be its row's number in the chunk.
+    // Either way a slot is empty exactly when the full table's entry would
+    // be: the coding, and every payload, stays the same.
+    const bool col_by_i = n < row;
+    const uint64_t rows_touched = n ? (first + n - 1) / row - first_row + 1 : 0;
+    const bool ch_by_row = taps && rows_touched < nch;
     // Sums of 16 E and counts, 64-bit: 2^28 bytes of E = 15 overflow 32 bits.
-    std::vector<int64_t> chs(nch), chn(nch), cls(row), cln(row);
+    std::vector<int64_t> chs(ch_by_row ? rows_touched : nch), chn(chs.size()), cls(col_by_i ? n : row), cln(cls.size());
     int64_t gs = 0, gn = 0;
     for (size_t i = 0; i < n; ++i) {
         const uint64_t at = first + i;
-        const size_t j = at % row;
-        const size_t ch = taps ? (at / row) % nch : 0;
-        if (!taps && j == 0 && at / row != first_row) chs[0] = 0, chn[0] = 0;
+        const size_t col = at % row;
+        const size_t j = col_by_i ? i : col;
+        const size_t ch = !taps ? 0 : ch_by_row ? at / row - first_row : (at / row) % nch;
+        if (!taps && col == 0 && at / row != first_row) chs[0] = 0, chn[0] = 0;
         // Means of 16 E: 0..240.
         const auto gl = static_cast<int32_t>(gn ? gs / gn : 8 * 16);
         const auto a = static_cast<int32_t>(chn[ch] ? chs[ch] / chn[ch] : gl);
@@ -587,9 +600,12 @@ void code_fp4(C& c, uint8_t* b, std::span<const uint8_t> sc, uint64_t first, uin
         if (s) smin = std::min<int>(smin, s);
     std::vector<Node> mt(4 * 12 * 8), mg(4 * 8);
     Node st[2];
-    std::vector<int64_t> cs(row), cn(row);  // 64-bit: up to 2^29 elements a chunk
+    // Column sums for the columns this chunk touches (see code_f8): a
+    // chunk shorter than a row sees each column once, in slot k.
+    const bool col_by_k = n < row;
+    std::vector<int64_t> cs(col_by_k ? n : row), cn(cs.size());  // 64-bit: up to 2^29 elements a chunk
     for (size_t k = 0; k < n; ++k) {
-        const size_t blk = k >> 5, j = (first + k) % row;
+        const size_t blk = k >> 5, j = col_by_k ? k : (first + k) % row;
         const unsigned g = static_cast<unsigned>(std::clamp<int>(sc[blk] - smin, 0, 3));
         unsigned q = 0;
         if (cn[j]) q = static_cast<unsigned>(std::clamp<int64_t>((cs[j] / cn[j] - int{sc[blk]} * 4 + 4) / 2, 1, 11));
