@@ -210,7 +210,7 @@ TEST(ContextModels, RoundTripEveryValueUnderEveryLayout) {
 
 
 namespace {
-// Deterministic cases for the FP8 and FP4 context models where the chunk is
+// Deterministic cases for the FP8, FP4 and scale context models where the chunk is
 // shorter than a row, or spans fewer rows than the layout has channels:
 // returns XXH3 of all payloads in order, after checking each round trip.
 static uint64_t model_cases_hash(std::string* failure) {
@@ -223,8 +223,8 @@ static uint64_t model_cases_hash(std::string* failure) {
     };
     std::vector<uint8_t> all;
     const std::vector<std::vector<uint64_t>> shapes = {
-        {2, 1u << 20}, {3, 3, 64, 4096}, {3, 3, 16, 32}, {64, 1}, {1000}, {5, 7}};
-    for (size_t n : {size_t{1}, size_t{7}, size_t{100}, size_t{4096}, size_t{5000}})
+        {2, 1u << 20}, {3, 3, 64, 4096}, {3, 3, 16, 32}, {2, 1, 1u << 20, 1}, {3, 3, 1024, 1024}, {64, 1}, {1000}, {5, 7}};
+    for (size_t n : {size_t{1}, size_t{7}, size_t{100}, size_t{500}, size_t{4096}, size_t{5000}})
         for (const auto& shape : shapes)
             for (uint64_t offset : {uint64_t{0}, uint64_t{4093}, uint64_t{12345}, uint64_t{(1u << 20) - 3}})
                 for (bool skewed : {false, true}) {
@@ -235,6 +235,14 @@ static uint64_t model_cases_hash(std::string* failure) {
                     ptwm::decode_plane(ptwm::Codec::f8_model, p, out, f8);
                     if (out != plane && failure) *failure = "f8 round trip n=" + std::to_string(n);
                     all.insert(all.end(), p.begin(), p.end());
+                    // Block scales (E8M0 around 120) under the scale model.
+                    auto sc = bytes(n, true);
+                    for (auto& b : sc) b = static_cast<uint8_t>(b + 72);
+                    const auto r = ptwm::encode_with(ptwm::Codec::scale_model, sc, 3, f8);
+                    std::vector<uint8_t> out_s(n);
+                    ptwm::decode_plane(ptwm::Codec::scale_model, r, out_s, f8);
+                    if (out_s != sc && failure) *failure = "scale round trip n=" + std::to_string(n);
+                    all.insert(all.end(), r.begin(), r.end());
                     // FP4: n blocks of 16 bytes, one scale each (n/16 rounded up, at most 64 blocks).
                     const size_t blocks = std::min<size_t>(64, (n + 15) / 16);
                     const auto blk = bytes(blocks * 16, skewed);
@@ -251,19 +259,20 @@ static uint64_t model_cases_hash(std::string* failure) {
 }
 }  // namespace
 
-// The FP8 and FP4 models keep per-column (and FP8 per-channel) tables only
-// for what a chunk touches. These cases -- chunks shorter than a row of
-// 2^20, spanning fewer rows than the layout's channels, and ordinary ones --
+// The FP8, FP4 and scale models keep per-column or per-channel tables only
+// for what a chunk touches. These cases -- chunks shorter than a row or
+// period of 2^20, spanning fewer rows than the layout's channels, wrapping
+// around a period back into their first channel, and ordinary ones --
 // must code to exactly the payloads of the encoder before that change
 // (hash taken from it), so stores stay byte-identical.
 TEST(ContextModels, ShortChunksOfWideRowsCodeAsBefore) {
     std::string failure;
-    EXPECT_EQ(model_cases_hash(&failure), 0xc627373c3707ded0ull);
+    EXPECT_EQ(model_cases_hash(&failure), 0x3cffa4906f0d3d3dull);
     EXPECT_EQ(failure, "");
 }
 
-// Decoding a few bytes of a tensor with rows of 2^20 cleared 16-32 MiB of
-// tables a call (7 ms): a store of a few KiB could name a thousand such
+// Decoding a few bytes of a tensor with rows (or a period) of 2^20 cleared
+// 16-32 MiB of tables a call (7 ms): a store of a few KiB could name a thousand such
 // chunks. 1000 calls now take well under a millisecond each.
 TEST(ContextModels, AFewBytesOfAWideTensorDecodeWithoutRowSizedTables) {
     const std::vector<uint64_t> shape = {4, 1u << 20};
@@ -271,10 +280,13 @@ TEST(ContextModels, AFewBytesOfAWideTensorDecodeWithoutRowSizedTables) {
     std::vector<uint8_t> out(16);
     std::vector<uint8_t> fp4_payload = {0x80, 0x80, 0x40};  // varint 2^20: the column length
     fp4_payload.insert(fp4_payload.end(), 16, 0x5a);
+    std::vector<uint8_t> scale_payload = {0x80, 0x80, 0x40, 1};  // varints: period 2^20, row 1
+    scale_payload.insert(scale_payload.end(), 16, 0x5a);
     const auto start = std::chrono::steady_clock::now();
     for (int k = 0; k < 1000; ++k) {
         decode_plane(Codec::f8_model, payload, out, {shape, 12345, std::nullopt, {}});
         decode_plane(Codec::fp4_model, fp4_payload, out, {shape, 12336, std::nullopt, scales});
+        decode_plane(Codec::scale_model, scale_payload, out, {shape, 12345, std::nullopt, {}});
     }
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
 }

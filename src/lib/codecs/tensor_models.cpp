@@ -86,40 +86,54 @@ template <class T>
 // encoder's estimate of it.
 class ScaleContexts {
 public:
-    ScaleContexts(uint64_t first, ScaleGeometry g)
-        : R_(g.blocks_per_row), P_(g.blocks_per_tap), chsum_(P_ ? P_ / R_ + 1 : 1), chcnt_(chsum_.size()) {
+    // For `n` scales from `first` on. The per-channel sums hold only the
+    // channels those visit: a period (channel count) up to the tensor's size
+    // made each call allocate and clear them all -- 16 MiB for a period of
+    // 2^20, 7 ms to decode 16 scales. A chunk shorter than the period
+    // visits at most n / R + 3 channels, in order from its first one
+    // (wrapping once, possibly back into it), so a channel's slot is its
+    // distance from the first channel modulo the channel count: the same
+    // sums as before under other indices, and the same coding.
+    ScaleContexts(uint64_t first, ScaleGeometry g, size_t n)
+        : R_(g.blocks_per_row), P_(g.blocks_per_tap), channels_(P_ ? P_ / R_ + 1 : 1) {
         pos_ = P_ ? first % P_ : 0;
-        ch_ = R_ ? pos_ / R_ : 0;
+        const uint64_t ch = R_ ? pos_ / R_ : 0;
         sub_ = R_ ? pos_ % R_ : 0;
+        const bool by_distance = P_ && n < P_;
+        slot_ = by_distance ? 0 : ch;
+        wrap_slot_ = by_distance ? (channels_ - ch) % channels_ : 0;  // the slot of channel 0
+        chsum_.resize(by_distance ? std::min<uint64_t>(channels_, n / R_ + 4) : channels_);
+        chcnt_.resize(chsum_.size());
     }
     // Context of scale i (0 .. kScaleLevels); `prev` is u of scale i - 1.
     unsigned level(size_t i, unsigned prev) const {
-        if (P_ && chcnt_[ch_]) return static_cast<unsigned>(channel_level(chsum_[ch_], chcnt_[ch_]));
+        if (P_ && chcnt_[slot_]) return static_cast<unsigned>(channel_level(chsum_[slot_], chcnt_[slot_]));
         if (!P_ && i) return previous_level(static_cast<uint8_t>(prev));
         return kScaleLevels;  // no history
     }
     // Scale i was u above the minimum.
     void update(unsigned u) {
         if (!P_) return;
-        chsum_[ch_] += u;
-        chcnt_[ch_]++;
+        chsum_[slot_] += u;
+        chcnt_[slot_]++;
         // The channel of scale `first + i` is ((first + i) % P) / R. Counters
         // that step with i give it without two 64-bit divisions a scale,
         // which were most of the model's time.
         if (++pos_ == P_) {
-            pos_ = ch_ = sub_ = 0;
+            pos_ = sub_ = 0;
+            slot_ = wrap_slot_;
         } else if (++sub_ == R_) {
             sub_ = 0;
-            ++ch_;
+            if (++slot_ == channels_) slot_ = 0;
         }
     }
 
 private:
-    uint64_t R_, P_;
-    // Per input channel: sum and count of u so far.
+    uint64_t R_, P_, channels_;
+    // Per input channel visited: sum and count of u so far.
     // 64-bit: a chunk may hold 2^28 scales (kMaxChunkBytes).
     std::vector<uint64_t> chsum_, chcnt_;
-    uint64_t pos_, ch_, sub_;
+    uint64_t pos_, sub_, slot_, wrap_slot_;
 };
 
 // The coder's minimum, 8 raw bits; returns it (what a decoder read).
@@ -143,7 +157,7 @@ void decode_scale_values(Decoder& c, uint8_t* s, size_t n, uint64_t first, Scale
     if (n == 0) return;
     const unsigned mn = code_scale_min(c, 0);
     Node nodes[(kScaleLevels + 1) * 4];
-    ScaleContexts ctx(first, g);
+    ScaleContexts ctx(first, g, n);
     for (size_t i = 0; i < n; ++i) {
         Node* nd = &nodes[ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - mn) : 0) * 4];
         const unsigned u = code_scale_u(c, nd, 0);
@@ -234,7 +248,7 @@ void scale_pairs(const uint8_t* s, size_t n, uint64_t first, ScaleGeometry g, ui
             }
         }
     } else {
-        ScaleContexts ctx(first, g);
+        ScaleContexts ctx(first, g, n);
         for (size_t i = 0; i < n; ++i) {
             const auto u = static_cast<uint8_t>(s[i] - m);
             out[i] = static_cast<uint8_t>(ctx.level(i, i ? static_cast<uint8_t>(s[i - 1] - m) : 0) * kScaleSymbols + symbol(u));
