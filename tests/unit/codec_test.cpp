@@ -136,6 +136,26 @@ TEST(Codec, RansPayloadsAreReadableByHtscodecsPublicApi) {
     }
 }
 
+// htscodecs' order-1 decoders allocate the size a compressed frequency
+// table declares before checking it: a damaged payload declaring 2 GB
+// (a fuzz input of 5 KB) is refused before it reaches them, on the
+// 4-state and the 32-state (X32 kernel) paths alike. (The outcome was a
+// refusal before too; what changed is the 2 GB allocation, seconds under
+// ASan and a failure under strict overcommit.)
+TEST(Codec, OrderOneTableDeclaringGigabytesIsRefused) {
+    for (size_t n : {20000u, 300000u}) {
+        const auto plane = skewed_bytes(n, 17);
+        const auto payload = encode_with(Codec::rans1, plane);
+        ASSERT_TRUE(payload[0] & RANS_ORDER_NOSZ) << "the order-1 stream follows the flags byte";
+        std::vector<uint8_t> damaged = {payload[0], static_cast<uint8_t>(payload[1] | 1), 0x87, 0xFF, 0xFF, 0xFF, 0x7F, 0x10};
+        damaged.insert(damaged.end(), payload.begin() + 2, payload.end());
+        std::vector<uint8_t> out(n);
+        EXPECT_THROW(decode_plane(Codec::rans1, damaged, out), CorruptData) << "n=" << n;
+        decode_plane(Codec::rans1, payload, out);  // the undamaged payload still decodes
+        EXPECT_EQ(out, plane);
+    }
+}
+
 // Four-state order-0 streams (planes below 11200 bytes) are decoded by
 // ptwm's own reader, not htscodecs': on every alphabet shape (one symbol,
 // runs of successive symbols, all 256, gaps) and length (n % 4 of each

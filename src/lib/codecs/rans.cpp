@@ -127,6 +127,18 @@ std::vector<uint8_t> encode_public(std::span<const uint8_t> plane, int flags) {
 constexpr unsigned kO0Shift = 12;
 constexpr uint32_t kO0Total = 1u << kO0Shift;
 
+// htscodecs' unsigned varint (var_get_u32): big-endian 7-bit groups, at
+// most 5, the high bit set on all but the last. False past `end`.
+bool read_varint(const uint8_t*& cp, const uint8_t* end, uint32_t& value) {
+    value = 0;
+    for (int k = 0;; ++k) {
+        if (cp >= end || k == 5) return false;
+        const uint8_t c = *cp++;
+        value = value << 7 | (c & 0x7F);
+        if (!(c & 0x80)) return true;
+    }
+}
+
 bool decode_order0(std::span<const uint8_t> in, std::span<uint8_t> out) {
     if (in.size() < 16) return false;
     const uint8_t* cp = in.data();
@@ -156,12 +168,7 @@ bool decode_order0(std::span<const uint8_t> in, std::span<uint8_t> out) {
     for (unsigned j = 0; j < 256; ++j) {
         if (!freq[j]) continue;
         uint32_t f = 0;
-        for (int k = 0;; ++k) {
-            if (cp >= table_end || k == 5) return false;
-            const uint8_t c = *cp++;
-            f = f << 7 | (c & 0x7F);
-            if (!(c & 0x80)) break;
-        }
+        if (!read_varint(cp, table_end, f)) return false;
         freq[j] = f;
         sum += f;
     }
@@ -224,13 +231,32 @@ std::vector<uint8_t> encode(std::span<const uint8_t> plane, unsigned order) {
     return encode_public(plane, static_cast<int>(order) | RANS_ORDER_X32 | RANS_ORDER_NOSZ);
 }
 
+// An order-1 stream (from its first byte, after the payload's flags and
+// size) whose frequency table, when compressed, declares an uncompressed
+// size no table has: htscodecs' order-1 decoders allocate that size before
+// anything checks it, so a damaged 5 KB payload asked for 1.94 GB (a fuzz
+// input, some seconds under ASan; a failed allocation under strict
+// overcommit). A table is 256 contexts of at most 256 symbols, a few bytes
+// each.
+constexpr uint32_t kMaxOrder1TableBytes = 1u << 20;
+bool order1_table_size_plausible(std::span<const uint8_t> stream) {
+    if (stream.empty()) return false;
+    if (!(stream[0] & 1)) return true;  // the table is stored as it is
+    const uint8_t* cp = stream.data() + 1;
+    uint32_t table_bytes = 0;
+    return read_varint(cp, stream.data() + stream.size(), table_bytes) && table_bytes <= kMaxOrder1TableBytes;
+}
+
 bool decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
     if (payload.empty()) return false;
+    const bool order1 = (payload[0] & 1) && !(payload[0] & RANS_ORDER_CAT);
 #ifdef PTWM_HTSCODECS_KERNELS
     const uint8_t order = payload[0] & 1;
-    if ((payload[0] & ~1u) == kX32Header)
+    if ((payload[0] & ~1u) == kX32Header) {
+        if (order1 && !order1_table_size_plausible(payload.subspan(1))) return false;
         return kernels().decode[order](const_cast<uint8_t*>(payload.data() + 1), static_cast<unsigned>(payload.size() - 1),
                                        out.data(), static_cast<unsigned>(out.size())) != nullptr;
+    }
 #endif
     if (payload[0] == RANS_ORDER_NOSZ) return decode_order0(payload.subspan(1), out);
     // Only flags ptwm writes: htscodecs sizes and allocates its RLE, pack
@@ -238,6 +264,12 @@ bool decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
     // hundred damaged bytes could make it allocate gigabytes.
     constexpr unsigned kFlagsWritten = 1u | RANS_ORDER_X32 | RANS_ORDER_NOSZ | RANS_ORDER_CAT;
     if ((payload[0] & ~kFlagsWritten) != 0) return false;
+    if (order1) {
+        const uint8_t* cp = payload.data() + 1;
+        uint32_t size = 0;  // the output size, unless NOSZ
+        if (!(payload[0] & RANS_ORDER_NOSZ) && !read_varint(cp, payload.data() + payload.size(), size)) return false;
+        if (!order1_table_size_plausible({cp, payload.data() + payload.size()})) return false;
+    }
     unsigned out_size = static_cast<unsigned>(out.size());
     return rans_uncompress_to_4x16(const_cast<uint8_t*>(payload.data()), static_cast<unsigned>(payload.size()), out.data(),
                                    &out_size) != nullptr &&
