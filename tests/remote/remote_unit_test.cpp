@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "ptwm/base/error.hpp"
 #include "ptwm/remote/block_memory.hpp"
@@ -351,4 +353,28 @@ TEST(BlockMemory, ABlockInUseOutlivesItsEvictionAndTheLimitOnlyGrows) {
     memory.require(8000);
     EXPECT_EQ(memory.limit(), 8000u);
     EXPECT_NE(BlockMemory::new_source(), BlockMemory::new_source());
+}
+
+TEST(BlockMemoryDeath, SharedOneOutlivesExitForDetachedFetchThreads) {
+    // FetchPool's threads are detached and outlive main: a fetch-ahead that
+    // ends while the process exits (a mount unmounted mid-read) remembers
+    // its blocks, and a source it held last drops them, in BlockMemory. The
+    // shared one was a function-local static, destroyed by exit() under
+    // such a thread (ASan: heap-use-after-free in the map's buckets).
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            std::atomic<bool> started{false};
+            std::thread([&started] {
+                const uint64_t source = BlockMemory::new_source();
+                for (uint64_t i = 0;; ++i) {
+                    BlockMemory::shared().keep(source, i % 64, block_of(4096, 1));
+                    BlockMemory::shared().drop(source, (i + 32) % 64);
+                    started.store(true);
+                }
+            }).detach();
+            while (!started.load()) std::this_thread::yield();
+            std::exit(0);
+        },
+        ::testing::ExitedWithCode(0), "");
 }

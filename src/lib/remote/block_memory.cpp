@@ -5,8 +5,12 @@
 namespace ptwm::remote {
 
 BlockMemory& BlockMemory::shared() {
-    static BlockMemory memory;
-    return memory;
+    // Leaked on purpose, as FetchPool is: its detached threads outlive main,
+    // and a fetch-ahead that ends during exit() remembers its blocks (or,
+    // holding a source last, drops them) here; a function-local static was
+    // destroyed under them.
+    static BlockMemory* memory = new BlockMemory();
+    return *memory;
 }
 
 uint64_t BlockMemory::new_source() {
