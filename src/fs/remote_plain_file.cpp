@@ -1,6 +1,6 @@
 #include "remote_plain_file.hpp"
 
-#include "ptwm/base/error.hpp"
+#include "ptwm/remote/http_source.hpp"
 
 namespace ptwmfs {
 
@@ -11,11 +11,8 @@ std::shared_ptr<const ptwm::ByteSource> RemotePlainFile::source() const {
     std::lock_guard lock(open_mutex_);
     if (source_) return source_;
     std::shared_ptr<const ptwm::ByteSource> opened = open_source_();
-    // The mount shows the manifest's size: an object of another size is not
-    // the file the tree was packed with (kept closed: a remount shows it).
-    if (opened->size() != size_)
-        throw ptwm::Error(name_ + ": " + std::to_string(opened->size()) + " bytes, the manifest says " +
-                          std::to_string(size_) + " (packed again since it was mounted?)");
+    // The mount shows the manifest's size (kept closed: a remount shows the new one).
+    ptwm::remote::require_manifest_size(*opened, size_);
     return source_ = std::move(opened);
 }
 

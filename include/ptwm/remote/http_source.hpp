@@ -62,6 +62,10 @@ private:
     std::shared_ptr<Blocks> blocks_;
 };
 
+// Throws Error naming the object when its size is not `expected`, the
+// manifest's: not the file the tree was packed with.
+void require_manifest_size(const ByteSource& source, uint64_t expected);
+
 // A plain file of a packed tree (config, tokenizer), whole and in order,
 // `block_bytes` at a time: sink(offset, bytes), bytes valid during the call.
 // Throws Error naming the object when its size is not `expected` (the

@@ -161,8 +161,10 @@ std::optional<HttpSource::Blocks::Block> HttpSource::Blocks::from_disk_cache(uin
 }
 
 void HttpSource::Blocks::remember(uint64_t index, Block block) {
-    if (in_memory(index)) return;
-    if (const auto it = memory_.find(index); it != memory_.end()) forget_in_memory(it);
+    if (const auto it = memory_.find(index); it != memory_.end()) {
+        if (!it->second.block.expired()) return;  // still in memory
+        forget_in_memory(it);                     // BlockMemory let it go: kept anew below
+    }
     BlockMemory::shared().keep(id_, index, block);
     memory_order_.push_front(index);
     memory_.emplace(index, Remembered{block, memory_order_.begin()});
@@ -421,11 +423,15 @@ const std::string& HttpSource::name() const { return blocks_->object().text; }
 uint64_t HttpSource::size() const { return blocks_->info().size; }
 const std::string& HttpSource::etag() const { return blocks_->info().etag; }
 
-void read_whole(const HttpSource& source, uint64_t expected, size_t block_bytes,
-                const std::function<void(uint64_t, std::span<const uint8_t>)>& sink) {
+void require_manifest_size(const ByteSource& source, uint64_t expected) {
     if (source.size() != expected)
         throw Error(source.name() + ": " + std::to_string(source.size()) + " bytes, the manifest says " +
-                    std::to_string(expected));
+                    std::to_string(expected) + " (packed again since the manifest was read?)");
+}
+
+void read_whole(const HttpSource& source, uint64_t expected, size_t block_bytes,
+                const std::function<void(uint64_t, std::span<const uint8_t>)>& sink) {
+    require_manifest_size(source, expected);
     std::vector<uint8_t> block(std::min<uint64_t>(expected, block_bytes));
     for (uint64_t at = 0; at < expected;) {
         throw_if_cancelled();
