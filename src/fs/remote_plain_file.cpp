@@ -8,12 +8,20 @@ RemotePlainFile::RemotePlainFile(std::string name, uint64_t size, SourceOpener o
     : name_(std::move(name)), size_(size), open_source_(std::move(open_source)) {}
 
 std::shared_ptr<const ptwm::ByteSource> RemotePlainFile::source() const {
-    std::lock_guard lock(open_mutex_);
-    if (source_) return source_;
-    std::shared_ptr<const ptwm::ByteSource> opened = open_source_();
-    // The mount shows the manifest's size (kept closed: a remount shows the new one).
-    ptwm::remote::require_manifest_size(*opened, size_);
-    return source_ = std::move(opened);
+    auto opened_now = [this] {
+        std::lock_guard lock(source_mutex_);
+        return source_;
+    };
+    if (auto source = opened_now()) return source;
+    // Concurrent first readers wait for one attempt and share its outcome.
+    return opening_.run([&] {
+        if (auto source = opened_now()) return source;  // opened by the attempt before this one
+        std::shared_ptr<const ptwm::ByteSource> opened = open_source_();
+        // The mount shows the manifest's size (kept closed: a remount shows the new one).
+        ptwm::remote::require_manifest_size(*opened, size_);
+        std::lock_guard lock(source_mutex_);
+        return source_ = std::move(opened);
+    });
 }
 
 size_t RemotePlainFile::read(uint64_t offset, std::span<uint8_t> out) const {

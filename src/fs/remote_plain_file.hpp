@@ -16,6 +16,7 @@
 #include <string>
 
 #include "ptwm/base/byte_source.hpp"
+#include "shared_attempt.hpp"
 
 namespace ptwmfs {
 
@@ -29,8 +30,8 @@ public:
     const std::string& name() const { return name_; }
 
     // Fills `out` from `offset`, fewer bytes only at the end of the file.
-    // Opens the source first if need be (concurrent first readers wait for
-    // one open). Throws Error naming the object: a failed request (the next
+    // Opens the source first if need be (concurrent first readers share
+    // one attempt: its source, or its error). Throws Error naming the object: a failed request (the next
     // read tries again), an object whose size is no longer the manifest's,
     // or ObjectChanged for one replaced since it was opened.
     size_t read(uint64_t offset, std::span<uint8_t> out) const;
@@ -41,7 +42,8 @@ private:
     std::string name_;
     uint64_t size_;
     SourceOpener open_source_;
-    mutable std::mutex open_mutex_;  // held through an open: first readers merge on it
+    mutable SharedAttempt<std::shared_ptr<const ptwm::ByteSource>> opening_;  // first readers merge on it
+    mutable std::mutex source_mutex_;  // guards source_ (short holds only)
     mutable std::shared_ptr<const ptwm::ByteSource> source_;  // opened once, kept
 };
 

@@ -28,16 +28,21 @@ StoreFile::StoreFile(uint64_t id, std::shared_ptr<const ptwm::ByteSource> source
     : id_(id), name_(source->name()), original_size_(original_size), source_(std::move(source)) {}
 
 LoadedStorePtr StoreFile::load(IndexCache& indexes) const {
-    auto loaded_now = [this] {
-        std::lock_guard lock(loaded_mutex_);
-        return loaded_;
-    };
     if (LoadedStorePtr loaded = loaded_now()) {
         indexes.touched(*this);
         return loaded;
     }
-    std::lock_guard load_lock(load_mutex_);  // concurrent first readers wait here for one load
-    if (LoadedStorePtr loaded = loaded_now()) {
+    // Concurrent first readers wait for one attempt and share its outcome.
+    return loading_.run([&] { return load_now(indexes); });
+}
+
+LoadedStorePtr StoreFile::loaded_now() const {
+    std::lock_guard lock(loaded_mutex_);
+    return loaded_;
+}
+
+LoadedStorePtr StoreFile::load_now(IndexCache& indexes) const {
+    if (LoadedStorePtr loaded = loaded_now()) {  // loaded by the attempt before this one
         indexes.touched(*this);
         return loaded;
     }

@@ -25,6 +25,7 @@
 #include "ptwm/remote/http_client.hpp"
 #include "ptwm/store/chunk_cache.hpp"
 #include "ptwm/store/store_reader.hpp"
+#include "shared_attempt.hpp"
 
 namespace ptwmfs {
 
@@ -97,10 +98,10 @@ public:
     uint64_t size() const { return original_size_; }
 
     // The loaded store, loading it now if need be (concurrent first readers
-    // wait for one load), and telling `indexes` it was used. Throws Error
-    // when the store cannot be loaded: logged on the first failure, and
-    // remembered (the store is immutable) unless it was a transient remote
-    // failure, which the next read tries again.
+    // share one attempt: its store, or its error), and telling `indexes` it
+    // was used. Throws Error when the store cannot be loaded: logged once
+    // an attempt, and remembered (the store is immutable) unless it was a
+    // failed remote request, which the next read after it tries again.
     LoadedStorePtr load(IndexCache& indexes) const;
     // Drops the loaded store when no reader or job holds it; returns it so
     // the caller frees it outside its locks (null when kept or not loaded).
@@ -122,6 +123,8 @@ public:
     static std::pair<size_t, size_t> chunks_covering(const LoadedStore& loaded, uint64_t begin, uint64_t end);
 
 private:
+    LoadedStorePtr loaded_now() const;
+    LoadedStorePtr load_now(IndexCache& indexes) const;  // one attempt (see load)
     LoadedStorePtr open_loaded() const;
     // Raw chunks are read in place, bypassing the cache (they would only
     // duplicate the page cache). Their checksum is still checked once, on
@@ -140,7 +143,8 @@ private:
     uint64_t original_size_;
     SourceOpener open_source_;
 
-    mutable std::mutex load_mutex_;  // held through a load: first readers merge on it
+    mutable SharedAttempt<LoadedStorePtr> loading_;  // first readers merge on it
+    // These three are touched only by load_now, one attempt at a time.
     mutable std::shared_ptr<const ptwm::ByteSource> source_;  // opened once, kept
     mutable bool failed_ = false;    // a load failed for good: load_error_ says why
     mutable std::string load_error_;

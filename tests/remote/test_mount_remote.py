@@ -197,6 +197,56 @@ class MountOverHttp(unittest.TestCase):
                 self.assertLessEqual(remote["memory_bytes"], remote["memory_limit"], remote)
                 self.assertGreater(remote["memory_bytes"], 0, remote)
 
+    def test_first_readers_in_an_outage_share_one_attempt(self):
+        # A file's first readers queued on a lock held through its opening
+        # (a HEAD retried until remote_timeout), and each made its own
+        # attempt once it had the lock: with the server gone the 8th reader
+        # of a store waited 8 timeouts for its EIO (9 readers took 27-54 s
+        # at remote_timeout=3). Readers that arrive while an attempt runs
+        # now take its outcome; the next read after it tries again.
+        import threading
+        import time
+        tree = self.work / "outage"
+        tree.mkdir()
+        write_random_checkpoint(tree / "model.safetensors", 9, seed=7)
+        (tree / "pytorch_model.bin").write_bytes(os.urandom(9 << 20))
+        packed = self.work / "outage-packed"
+        subprocess.run([TOOL, "pack", "--manifest", tree, packed], check=True, capture_output=True)
+        timeout, readers = 3, 8
+        web = rt.Nginx(packed).__enter__()
+        try:
+            with mt.Mount(web.url, f"disk_cache={self.cache},remote_timeout={timeout}") as m:
+                web.__exit__()  # gone before any file was opened: only the manifest was fetched
+                for name in ("model.safetensors", "pytorch_model.bin"):
+                    results = [None] * readers
+
+                    def read(i):
+                        start = time.monotonic()
+                        fd = os.open(m / name, os.O_RDONLY)
+                        try:
+                            os.pread(fd, 4096, i << 20)  # a MiB apart: separate requests
+                            results[i] = ("read", time.monotonic() - start)
+                        except OSError as e:
+                            results[i] = (e.errno, time.monotonic() - start)
+                        finally:
+                            os.close(fd)
+                    threads = [threading.Thread(target=read, args=(i,)) for i in range(readers)]
+                    for t in threads:
+                        t.start()
+                    for t in threads:
+                        t.join(readers * timeout * 4)
+                    self.assertFalse(any(t.is_alive() for t in threads), f"{name}: a reader still waits")
+                    self.assertEqual({r[0] for r in results}, {errno.EIO}, f"{name}: {results}")
+                    slowest = max(r[1] for r in results)
+                    # One attempt, and the kernel's own retry of a failed
+                    # read-ahead: a few timeouts, not one a reader.
+                    self.assertLess(slowest, 3.5 * timeout, f"{name}: {results}")
+                    print(f"{name}: {readers} first readers failed with EIO within {slowest:.1f} s "
+                          f"at remote_timeout={timeout}", file=sys.stderr)
+                self.assertTrue(os.listdir(m.path))  # the daemon lives
+        finally:
+            web.__exit__()
+
     def test_wrong_answers_to_range_reads_are_fetched_again(self):
         # A store's bytes answered wrong once, with the Content-Range asked for
         # (the disk cache kept them, and every later mount failed), or the
