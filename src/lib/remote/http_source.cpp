@@ -105,7 +105,7 @@ private:
     std::map<uint64_t, Remembered> memory_;
     std::list<uint64_t> memory_order_;       // front: most recent
     std::set<uint64_t> in_flight_;           // blocks a reader or a background fetch is fetching
-    // The errors of failed background fetches, for the readers that waited on them.
+    // The errors of failed fetches, for the readers that waited on them.
     std::map<uint64_t, std::exception_ptr> failed_;
     uint64_t next_block_ = kNone;  // where a sequential reader goes next
     unsigned sequential_run_ = 0;
@@ -340,7 +340,10 @@ std::vector<HttpSource::Blocks::Block> HttpSource::Blocks::get(uint64_t first, u
     try {
         fetch_blocks(mine, fetched);
     } catch (...) {
+        // Readers waiting for these blocks take this error rather than
+        // each retrying for remote_timeout after the other.
         std::lock_guard lock(mutex_);
+        for (uint64_t b : mine) failed_[b] = std::current_exception();
         end_fetch(mine);
         throw;
     }
