@@ -10,34 +10,18 @@
 // value, or throws a copy of its error; the first call after it is done
 // makes a new attempt (a failed request is tried again by the next read).
 //
-// Errors are shared as copies, not as one exception object: every waiter
-// throws its own, of the same class (so callers' catch clauses see what the
-// attempt threw) and with the same message.
+// Errors are shared as copies (ptwm::SharedError): every waiter throws
+// its own, of the class the attempt threw, so callers' catch clauses see
+// what it threw.
 #pragma once
 
 #include <condition_variable>
-#include <exception>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <string>
+
+#include "ptwm/base/error.hpp"
 
 namespace ptwmfs {
-
-// What an attempt threw, kept to be thrown again, once per waiter.
-class SharedFailure {
-public:
-    // The exception being handled (call it in a catch block).
-    static SharedFailure current();
-    [[noreturn]] void raise() const;
-
-private:
-    enum class Kind { error, corrupt_data, remote_error, object_changed };
-    Kind kind_ = Kind::error;
-    std::string what_;
-    long status_ = 0;        // remote_error: the HTTP status
-    bool transient_ = false; // remote_error: the deadline passed, the server unreachable
-};
 
 template <class T>
 class SharedAttempt {
@@ -51,7 +35,7 @@ public:
             if (running_) {
                 outcome = running_;
                 done_.wait(lock, [&] { return outcome->done; });
-                if (outcome->failure) outcome->failure->raise();
+                if (outcome->failure) outcome->failure.raise();
                 return outcome->value;
             }
             outcome = running_ = std::make_shared<Outcome>();
@@ -61,7 +45,7 @@ public:
             finish(*outcome, &value, nullptr);
             return value;
         } catch (...) {
-            const SharedFailure failure = SharedFailure::current();
+            const ptwm::SharedError failure = ptwm::SharedError::current();
             finish(*outcome, nullptr, &failure);
             throw;
         }
@@ -71,10 +55,10 @@ private:
     struct Outcome {
         bool done = false;
         T value{};
-        std::optional<SharedFailure> failure;
+        ptwm::SharedError failure;
     };
 
-    void finish(Outcome& outcome, const T* value, const SharedFailure* failure) {
+    void finish(Outcome& outcome, const T* value, const ptwm::SharedError* failure) {
         {
             std::lock_guard lock(mutex_);
             if (value) outcome.value = *value;

@@ -40,6 +40,8 @@ struct Node {
 class OutOfDescriptors : public ptwm::Error {
 public:
     using Error::Error;
+    std::shared_ptr<const Error> clone() const override { return std::make_shared<OutOfDescriptors>(what()); }
+    [[noreturn]] void throw_copy() const override { throw OutOfDescriptors(what()); }
 };
 
 class Tree {

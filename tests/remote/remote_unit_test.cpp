@@ -1,7 +1,8 @@
 // The remote stage's pieces that need no server: URLs, S3 settings from the
 // AWS variables and files, the manifest's checks, the disk cache's refusal
 // to serve a damaged entry, the fetch pool's bounds, the part size of a
-// multipart upload, the bound on fetched blocks in memory.
+// multipart upload, the bound on fetched blocks in memory, the errors that
+// readers waiting on one request share.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "ptwm/remote/block_memory.hpp"
 #include "ptwm/remote/disk_cache.hpp"
 #include "ptwm/remote/fetch_pool.hpp"
+#include "ptwm/remote/http_client.hpp"
 #include "ptwm/remote/manifest.hpp"
 #include "ptwm/remote/remote_url.hpp"
 #include "ptwm/remote/s3_config.hpp"
@@ -313,6 +315,37 @@ BlockMemory::Block block_of(size_t bytes, uint8_t fill) {
     return std::make_shared<const std::vector<uint8_t>>(bytes, fill);
 }
 }  // namespace
+
+// A failed request's error, shared with the readers that waited on it,
+// reaches each as its own class: ObjectChanged is not logged again per
+// read, a transient failure is tried again by the next read.
+TEST(SharedError, KeepsRemoteErrorsStatusAndTransience) {
+    auto shared = [](auto thrown) {
+        try {
+            throw thrown;
+        } catch (...) {
+            return ptwm::SharedError::current();
+        }
+    };
+    try {
+        shared(RemoteError("s3://m/a.ptwm: GET: 503 Slow Down", 503, true)).raise();
+    } catch (const ObjectChanged&) {
+        ADD_FAILURE() << "a RemoteError came back as ObjectChanged";
+    } catch (const RemoteError& e) {
+        EXPECT_STREQ(e.what(), "s3://m/a.ptwm: GET: 503 Slow Down");
+        EXPECT_EQ(e.status(), 503);
+        EXPECT_TRUE(e.transient());
+    }
+    try {
+        shared(ObjectChanged("s3://m/a.ptwm: the object changed")).raise();
+    } catch (const ObjectChanged& e) {
+        EXPECT_STREQ(e.what(), "s3://m/a.ptwm: the object changed");
+        EXPECT_EQ(e.status(), 412);
+        EXPECT_FALSE(e.transient());
+    } catch (...) {
+        ADD_FAILURE() << "ObjectChanged came back as another class";
+    }
+}
 
 TEST(BlockMemory, KeepsTheMostRecentlyUsedWithinItsLimit) {
     BlockMemory memory(3000);

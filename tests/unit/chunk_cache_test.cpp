@@ -8,8 +8,11 @@
 #include <chrono>
 #include <latch>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "ptwm/base/error.hpp"
 
 namespace {
 
@@ -186,6 +189,49 @@ TEST(ChunkCache, FailedDecodeReachesWaitersAndIsNotCached) {
     ChunkPtr retried = cache.get({0, 0}, 10, decoder.fill(1));
     EXPECT_EQ(decoder.calls, 1);
     EXPECT_EQ(retried->bytes()[0], 1);
+}
+
+// Every reader that waited for a decode that failed gets the error: a copy
+// of its own, of the class the decoder threw (the daemon logs CorruptData
+// once per chunk and tells it from a failed request by it), never the one
+// exception object rethrown on several threads at once (ThreadSanitizer
+// runs this in CI).
+TEST(ChunkCache, FailedDecodeReachesEveryWaiterAsACopyOfItsOwn) {
+    ChunkCache cache(1 << 20);
+    constexpr int kThreads = 8;
+    std::latch decode_started(1);
+    std::latch all_waiting(kThreads - 1);
+    auto failing = [&](std::span<uint8_t>) {
+        decode_started.count_down();
+        all_waiting.wait();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        throw ptwm::CorruptData("store.ptwm: chunk 3: checksum mismatch");
+    };
+    std::vector<std::string> messages(kThreads);
+    std::vector<std::thread> threads;
+    auto request = [&](int t) {
+        try {
+            cache.get({3, 3}, 4096, failing);
+        } catch (const ptwm::CorruptData& e) {
+            messages[t] = e.what();
+        } catch (const std::exception& e) {
+            messages[t] = std::string("another class: ") + e.what();
+        }
+    };
+    threads.emplace_back(request, 0);
+    decode_started.wait();
+    for (int t = 1; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            all_waiting.count_down();
+            request(t);
+        });
+    }
+    for (auto& th : threads) th.join();
+
+    EXPECT_EQ(cache.stats().decode_failures, 1u);
+    EXPECT_GE(cache.stats().merged_waits, 1u);
+    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(messages[t], "store.ptwm: chunk 3: checksum mismatch") << t;
+    EXPECT_FALSE(cache.contains({3, 3}));
 }
 
 }  // namespace

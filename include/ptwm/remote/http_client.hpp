@@ -26,6 +26,10 @@ public:
         : Error(what), status_(status), transient_(transient) {}
     long status() const { return status_; }
     bool transient() const { return transient_; }
+    std::shared_ptr<const Error> clone() const override {
+        return std::make_shared<RemoteError>(what(), status_, transient_);
+    }
+    [[noreturn]] void throw_copy() const override { throw RemoteError(what(), status_, transient_); }
 
 private:
     long status_;
@@ -39,6 +43,8 @@ private:
 class ObjectChanged : public RemoteError {
 public:
     explicit ObjectChanged(const std::string& what) : RemoteError(what, 412, false) {}
+    std::shared_ptr<const Error> clone() const override { return std::make_shared<ObjectChanged>(what()); }
+    [[noreturn]] void throw_copy() const override { throw ObjectChanged(what()); }
 };
 
 struct RetryPolicy {

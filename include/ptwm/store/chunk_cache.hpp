@@ -19,6 +19,8 @@
 #include <span>
 #include <unordered_map>
 
+#include "ptwm/base/error.hpp"
+
 namespace ptwm {
 
 // The decoded bytes of one chunk. Allocated uninitialised: the decoder
@@ -83,9 +85,9 @@ public:
     ChunkCache& operator=(const ChunkCache&) = delete;
 
     // The chunk for `key`, decoding `length` bytes with `decode` on a miss.
-    // If decode throws, the exception reaches this caller and every caller
-    // that waited for the same decode, and nothing is cached: the next
-    // request tries again.
+    // If decode throws, the exception reaches this caller, and a copy of it
+    // (SharedError) every caller that waited for the same decode; nothing
+    // is cached: the next request tries again.
     ChunkPtr get(const ChunkKey& key, size_t length, const Decoder& decode);
 
     // Whether `key` is cached or being decoded (prefetchers skip those).
@@ -109,8 +111,13 @@ public:
     static constexpr size_t kEntryBytes = 320;
 
 private:
+    // A decode's outcome: its chunk, or what it threw.
+    struct Decoded {
+        ChunkPtr chunk;
+        SharedError error;
+    };
     struct Entry {
-        std::shared_future<ChunkPtr> result;
+        std::shared_future<Decoded> result;
         size_t bytes = 0;
         bool ready = false;
         std::list<ChunkKey>::iterator lru_position;  // valid when ready

@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <list>
 #include <map>
 #include <mutex>
@@ -106,7 +105,7 @@ private:
     std::list<uint64_t> memory_order_;       // front: most recent
     std::set<uint64_t> in_flight_;           // blocks a reader or a background fetch is fetching
     // The errors of failed fetches, for the readers that waited on them.
-    std::map<uint64_t, std::exception_ptr> failed_;
+    std::map<uint64_t, SharedError> failed_;
     uint64_t next_block_ = kNone;  // where a sequential reader goes next
     unsigned sequential_run_ = 0;
     uint64_t ahead_until_ = 0;     // fetch-ahead planned up to here
@@ -246,7 +245,7 @@ void HttpSource::Blocks::fetch_ahead(Run run) {
     std::vector<uint64_t> blocks;
     for (uint64_t b = run.first; b <= run.last; ++b) blocks.push_back(b);
     std::vector<Block> got(blocks.size());
-    std::exception_ptr error;
+    SharedError error;
     try {
         for (size_t i = 0; i < blocks.size();) {
             size_t j = i;
@@ -255,7 +254,7 @@ void HttpSource::Blocks::fetch_ahead(Run run) {
             i = j + 1;
         }
     } catch (...) {
-        error = std::current_exception();
+        error = SharedError::current();
     }
     std::lock_guard lock(mutex_);
     for (size_t i = 0; i < blocks.size(); ++i) {
@@ -312,18 +311,16 @@ std::vector<HttpSource::Blocks::Block> HttpSource::Blocks::get(uint64_t first, u
             if (in_flight_.count(b)) {
                 store_->client().stats().in_flight_waits.fetch_add(1, std::memory_order_relaxed);
                 const bool done = fetched_.wait_for(lock, patience, [&] { return !in_flight_.count(b); });
-                std::exception_ptr error;
                 if (!done) {
-                    error = std::make_exception_ptr(RemoteError(
-                        object_.text + ": block " + std::to_string(b) + " still not fetched after " +
-                            std::to_string(static_cast<int>(patience.count() + 0.5)) + " s (remote_timeout)",
-                        0, true));
-                } else if (const auto f = failed_.find(b); f != failed_.end() && !in_memory(b)) {
-                    error = f->second;  // the background fetch this read waited for failed: its error
-                }
-                if (error) {
                     end_fetch(mine);
-                    std::rethrow_exception(error);
+                    throw RemoteError(object_.text + ": block " + std::to_string(b) + " still not fetched after " +
+                                          std::to_string(static_cast<int>(patience.count() + 0.5)) +
+                                          " s (remote_timeout)",
+                                      0, true);
+                }
+                if (const auto f = failed_.find(b); f != failed_.end() && f->second && !in_memory(b)) {
+                    end_fetch(mine);
+                    f->second.raise();  // the fetch this read waited for failed: its error
                 }
             }
             if (Block block = recall(b)) {
@@ -343,7 +340,8 @@ std::vector<HttpSource::Blocks::Block> HttpSource::Blocks::get(uint64_t first, u
         // Readers waiting for these blocks take this error rather than
         // each retrying for remote_timeout after the other.
         std::lock_guard lock(mutex_);
-        for (uint64_t b : mine) failed_[b] = std::current_exception();
+        const SharedError error = SharedError::current();
+        for (uint64_t b : mine) failed_[b] = error;
         end_fetch(mine);
         throw;
     }

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <new>
-#include <exception>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -88,7 +87,7 @@ size_t ChunkCache::footprint(size_t length) { return mapped_bytes(length) + kEnt
 ChunkCache::ChunkCache(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 
 ChunkPtr ChunkCache::get(const ChunkKey& key, size_t length, const Decoder& decode) {
-    std::promise<ChunkPtr> promise;
+    std::promise<Decoded> promise;
     {
         std::unique_lock lock(mutex_);
         auto it = entries_.find(key);
@@ -97,12 +96,14 @@ ChunkPtr ChunkCache::get(const ChunkKey& key, size_t length, const Decoder& deco
             if (entry.ready) {
                 ++hits_;
                 lru_.splice(lru_.begin(), lru_, entry.lru_position);
-                return entry.result.get();
+                return entry.result.get().chunk;
             }
             ++merged_waits_;
-            std::shared_future<ChunkPtr> pending = entry.result;
+            std::shared_future<Decoded> pending = entry.result;
             lock.unlock();
-            return pending.get();  // rethrows the decoder's exception
+            const Decoded& decoded = pending.get();
+            if (decoded.error) decoded.error.raise();  // a copy of what the decoder threw
+            return decoded.chunk;
         }
         ++misses_;
         // Reserve the bytes now so decodes in flight count against the
@@ -142,7 +143,7 @@ ChunkPtr ChunkCache::get(const ChunkKey& key, size_t length, const Decoder& deco
             cached_bytes_ -= it->second.bytes;
             entries_.erase(it);
         }
-        promise.set_exception(std::current_exception());
+        promise.set_value({nullptr, SharedError::current()});
         throw;
     }
 
@@ -158,7 +159,7 @@ ChunkPtr ChunkCache::get(const ChunkKey& key, size_t length, const Decoder& deco
         // cache past its bound: back within it as each is done.
         evict_for(0);
     }
-    promise.set_value(result);
+    promise.set_value({result, {}});
     return result;
 }
 
