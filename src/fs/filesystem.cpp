@@ -294,6 +294,10 @@ void read_remote_plain(fuse_req_t req, Filesystem& fs, const RemotePlainFile& fi
     fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), got);
 }
 
+// The most pieces one fuse_reply_iov may carry: libfuse writes them with the
+// reply header in front, in one writev(2) of at most IOV_MAX (1024) vectors.
+constexpr size_t kMaxReplyPieces = 1023;
+
 void read_store(fuse_req_t req, Filesystem& fs, const Node& node, OpenFile* file, size_t size, off_t offset) {
     const StoreFile& store = *node.store;
     ReadStats& stats = fs.read_stats();
@@ -341,6 +345,20 @@ void read_store(fuse_req_t req, Filesystem& fs, const Node& node, OpenFile* file
     stats.raw_bytes += gathered.raw_bytes;
     if (gathered.pieces.empty()) {
         fuse_reply_buf(req, nullptr, 0);
+    } else if (gathered.pieces.size() > kMaxReplyPieces) {
+        // More pieces than one writev(2) to /dev/fuse takes (IOV_MAX, less
+        // the reply header libfuse puts first): the write would fail with
+        // EINVAL, the request would never be answered and its reader would
+        // hang. Many tiny tensors (scalars, per-tensor scales) give one
+        // piece each, so copy them into one buffer instead.
+        thread_local std::vector<uint8_t> flat;
+        flat.resize(static_cast<size_t>(bytes));
+        size_t at = 0;
+        for (const iovec& piece : gathered.pieces) {
+            std::memcpy(flat.data() + at, piece.iov_base, piece.iov_len);
+            at += piece.iov_len;
+        }
+        fuse_reply_buf(req, reinterpret_cast<const char*>(flat.data()), flat.size());
     } else {
         fuse_reply_iov(req, gathered.pieces.data(), static_cast<int>(gathered.pieces.size()));
     }

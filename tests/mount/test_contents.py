@@ -4,11 +4,13 @@ listing, sizes and symlinks as the original directory."""
 import os
 import random
 import stat
+import subprocess
+import time
 import unittest
 
 import numpy as np
 
-from ptwmfs_testlib import (Mount, TempDir, make_packed_model, regular_files, safetensors_tensors, sha256_mmap,
+from ptwmfs_testlib import (Mount, TempDir, make_model, make_packed_model, pack, regular_files, safetensors_tensors, sha256_mmap,
                             sha256_read, store_chunks)
 
 NUMPY_DTYPES = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "U8": np.uint8}
@@ -129,6 +131,32 @@ class MountedSource(unittest.TestCase):
                 self.assertEqual(sha256_read(mount / "model.safetensors"),
                                  sha256_read(os.path.join(original, "model.safetensors")))
                 self.assertIn(f"{os.path.realpath(original)} holds no store (NAME.ptwm)", mount.log())
+
+
+class ManyTinyTensors(unittest.TestCase):
+    """A read that covers more than 1023 chunks (0-d scales, tiny biases: one
+    chunk each) is one reply of more pieces than writev(2) takes: it must
+    still be answered, with the right bytes, not hang its reader for good."""
+
+    def test_read_covering_thousands_of_scalar_tensors(self):
+        with TempDir() as workdir:
+            original = os.path.join(workdir, "model")
+            os.makedirs(original)
+            path = os.path.join(original, "scales.safetensors")
+            make_model.write_safetensors(path, [(f"layers.{i}.input_scale", "F32", [], np.array(i, "<f4"))
+                                                for i in range(5000)])
+            pack(original, os.path.join(workdir, "store"))
+            with Mount(os.path.join(workdir, "store")) as mount:
+                # In a child, so that a read that never comes back fails the
+                # test instead of hanging it (the unmount then frees it).
+                copy = os.path.join(workdir, "copy")
+                reader = subprocess.Popen(["cp", mount / "scales.safetensors", copy])
+                deadline = time.monotonic() + 30
+                while reader.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                self.assertIsNotNone(reader.returncode, "the read through the mount did not come back")
+                self.assertEqual(reader.returncode, 0)
+                self.assertEqual(sha256_read(copy), sha256_read(path))
 
 
 if __name__ == "__main__":
