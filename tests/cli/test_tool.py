@@ -421,6 +421,22 @@ class ToolTest(unittest.TestCase):
         self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith(".")], [])
         self.assertEqual(stat.S_IMODE(os.stat(self.tmp / "p2").st_mode), 0o777 & ~current_umask())
 
+    def test_repack_over_a_store_of_a_file_no_longer_safetensors_leaves_no_stale_store(self):
+        # Packed once as safetensors (found by content), then replaced by
+        # another format and packed again into the same DST: the old store
+        # would hide the new copy (the mount and unpack show NAME.ptwm over
+        # NAME), serving the old weights.
+        src = self.model_dir()
+        run("pack", src, self.tmp / "packed")
+        self.assertTrue((self.tmp / "packed" / "sub" / "blob.ptwm").is_file())
+        (src / "sub" / "blob").write_bytes(b"PK\x03\x04 a zip checkpoint now")
+        run("pack", src, self.tmp / "packed")
+        self.assertEqual(sha256(self.tmp / "packed" / "sub" / "blob"), sha256(src / "sub" / "blob"))
+        self.assertFalse((self.tmp / "packed" / "sub" / "blob.ptwm").exists(), "a stale store hides the new file")
+        run("unpack", self.tmp / "packed", self.tmp / "back")
+        self.assertEqual(sha256(self.tmp / "back" / "sub" / "blob"), sha256(src / "sub" / "blob"))
+        self.assertEqual(run("verify", self.tmp / "packed", "--against", src).returncode, 0)
+
     def test_usage_errors_exit_2_and_help_exits_0(self):
         self.assertEqual(run("pack", check=False).returncode, 2)
         self.assertEqual(run("pack", "--level", "12", "a", "b", check=False).returncode, 2)

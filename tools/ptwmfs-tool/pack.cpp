@@ -235,6 +235,14 @@ int pack_main(Args& args) {
             }
             copy_file_atomic(in, out);
             ++totals.files_copied;
+            // A store of an earlier pack under this name (the file was
+            // safetensors then) would hide the copy: the mount and unpack
+            // show NAME.ptwm over NAME, serving the old weights.
+            const fs::path stale = out.string() + std::string(kStoreSuffix);
+            std::error_code stale_ec;
+            if (fs::is_regular_file(fs::symlink_status(stale, stale_ec)) && fs::remove(stale, stale_ec) && !quiet)
+                std::fprintf(stderr, "ptwmfs-tool pack: removed %s: an earlier store of %s, no longer safetensors\n",
+                             printable(stale.string()).c_str(), printable(in.string()).c_str());
         });
     } else {
         // (A FIFO would block the read until a writer came; a device has no end.)
