@@ -726,6 +726,42 @@ class ToolTest(unittest.TestCase):
         for path, target in links.items():
             self.assertEqual(listed[path], ("link", target), path)
 
+    def test_a_snapshot_directory_packs_the_files_its_links_lead_to(self):
+        # snapshot_download returns snapshots/REV, whose files are links into
+        # ../../blobs: packed as links they all dangled in DST, and pack said
+        # nothing at all. Links out of SRC now give their files, packed or
+        # copied in their place; links inside SRC stay links.
+        hub = self.tmp / "hub"
+        make_hub_cache.make_hub_cache(str(hub))
+        repo = hub / make_hub_cache.REPO
+        snapshot = repo / "snapshots" / make_hub_cache.REVISION
+        os.symlink("config.json", snapshot / "alias.json")  # inside SRC: stays a link
+        os.symlink("../../refs", snapshot / "refs")          # a directory outside: stays a link
+        packed = self.tmp / "packed"
+        out = run("pack", snapshot, packed).stdout
+        self.assertIn("packed 1 safetensors file(s)", out)
+        self.assertIn("copied 2 other file(s)", out)
+        self.assertIn(f"3 of them behind symbolic links that lead out of {snapshot}", out)
+        self.assertTrue((packed / "model.safetensors.ptwm").is_file())
+        self.assertFalse((packed / "model.safetensors.ptwm").is_symlink())
+        for name in ("config.json", "1_Pooling/config.json"):
+            self.assertFalse((packed / name).is_symlink(), name)
+            self.assertEqual((packed / name).read_text(), '{"hidden_size": 64}\n', name)
+        self.assertEqual(os.readlink(packed / "alias.json"), "config.json")
+        self.assertEqual(os.readlink(packed / "refs"), "../../refs")
+        p = run("verify", packed, "--against", snapshot, check=False)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        run("unpack", packed, self.tmp / "back")
+        self.assertEqual(sha256(self.tmp / "back" / "model.safetensors"),
+                         sha256(repo / "blobs" / make_hub_cache.WEIGHTS_BLOB))
+        # A link verify finds where a file was packed (or the other way) is
+        # still a difference.
+        os.remove(packed / "alias.json")
+        (packed / "alias.json").write_text('{"hidden_size": 64}\n')
+        p = run("verify", packed, "--against", snapshot, check=False)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn(f"{snapshot}/alias.json: a symlink, but {packed}/alias.json is not", p.stdout + p.stderr)
+
     def test_manifest_refuses_a_name_that_is_not_utf8_before_writing(self):
         src = self.tmp / "d"
         src.mkdir()

@@ -34,7 +34,9 @@ constexpr const char* kHelp =
     "Compress SRC, a .safetensors file or a model directory, losslessly. A file\n"
     "becomes the store DST (or DST/NAME.ptwm when DST is a directory). A directory\n"
     "is mirrored into DST: every safetensors file (found by content, not by name)\n"
-    "becomes NAME.ptwm, every other file is copied unchanged, symlinks stay links.\n"
+    "becomes NAME.ptwm, every other file is copied unchanged, symlinks stay links\n"
+    "(but for links to files outside SRC, as a Hugging Face snapshot's into its\n"
+    "blobs: their files are packed or copied in their place).\n"
     "Every output is written to a temporary file and renamed into place; a new\n"
     "directory DST appears whole or not at all.\n"
     "\n"
@@ -62,6 +64,7 @@ constexpr uint64_t kMaxParallel = 256;
 
 struct Totals {
     uint64_t original = 0, stored = 0, files_packed = 0, files_copied = 0;
+    uint64_t links_followed = 0;  // links out of SRC whose files were packed or copied
 };
 
 // Whether `path` starts as a store does: one given to pack again would
@@ -221,6 +224,7 @@ int pack_main(Args& args) {
         else
             dst = staged.emplace(dst).path();
         mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {
+            if (fs::is_symlink(in)) ++totals.links_followed;
             if (looks_like_safetensors(in) || has_suffix(in.string(), ".safetensors")) {
                 // Only a header that does not parse is a bad file --on-bad
                 // copy takes; a store that cannot be written (a full disk)
@@ -243,7 +247,7 @@ int pack_main(Args& args) {
             if (fs::is_regular_file(fs::symlink_status(stale, stale_ec)) && fs::remove(stale, stale_ec) && !quiet)
                 std::fprintf(stderr, "ptwmfs-tool pack: removed %s: an earlier store of %s, no longer safetensors\n",
                              printable(stale.string()).c_str(), printable(in.string()).c_str());
-        });
+        }, LinksOut::followed);
     } else {
         // (A FIFO would block the read until a writer came; a device has no end.)
         if (!fs::is_regular_file(src, ec))
@@ -264,13 +268,19 @@ int pack_main(Args& args) {
     }
     if (staged) staged->commit();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!quiet && totals.files_packed + totals.files_copied > 1)
+    // A tree's summary, even of one file or none: a snapshot directory
+    // whose links all dangled said nothing at all.
+    if (!quiet && fs::is_directory(src)) {
         std::printf("packed %llu safetensors file(s): %s -> %s, ratio %.4f; copied %llu other file(s); %.2f s, %.0f MB/s\n",
                     static_cast<unsigned long long>(totals.files_packed), human_bytes(totals.original).c_str(),
                     human_bytes(totals.stored).c_str(),
                     totals.original ? static_cast<double>(totals.stored) / static_cast<double>(totals.original) : 1.0,
                     static_cast<unsigned long long>(totals.files_copied), seconds,
                     static_cast<double>(totals.original) / 1e6 / seconds);
+        if (totals.links_followed)
+            std::printf("%llu of them behind symbolic links that lead out of %s: packed or copied in the links' place\n",
+                        static_cast<unsigned long long>(totals.links_followed), printable(src.string()).c_str());
+    }
     return kOk;
 }
 

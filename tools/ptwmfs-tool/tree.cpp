@@ -89,7 +89,8 @@ namespace {
 // lie outside `root`, as the callers check the top one. A destination's
 // subdirectory that is a link into the source would take the outputs
 // there, beside (or over) their inputs.
-void mirror_below(const fs::path& root, const fs::path& src, const fs::path& dst, const FileAction& on_file) {
+void mirror_below(const fs::path& root, const fs::path& src, const fs::path& dst, const FileAction& on_file,
+                  LinksOut links_out) {
     require_outside(root, dst);
     std::error_code ec;
     fs::create_directories(dst, ec);
@@ -101,12 +102,14 @@ void mirror_below(const fs::path& root, const fs::path& src, const fs::path& dst
         throw_if_cancelled();
         const fs::path target = dst / e.path().filename();
         const auto status = e.symlink_status();
-        if (fs::is_symlink(status)) {
+        if (fs::is_symlink(status) && links_out == LinksOut::followed && links_to_a_file_outside(root, e.path())) {
+            on_file(e.path(), target);
+        } else if (fs::is_symlink(status)) {
             fs::remove(target, ec);
             fs::create_symlink(fs::read_symlink(e.path()), target, ec);
             if (ec) throw Error(target.string() + ": cannot create symlink: " + ec.message());
         } else if (fs::is_directory(status)) {
-            mirror_below(root, e.path(), target, on_file);
+            mirror_below(root, e.path(), target, on_file, links_out);
         } else if (fs::is_regular_file(status)) {
             on_file(e.path(), target);
         } else {
@@ -117,7 +120,25 @@ void mirror_below(const fs::path& root, const fs::path& src, const fs::path& dst
 
 }  // namespace
 
-void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file) { mirror_below(src, src, dst, on_file); }
+void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file, LinksOut links_out) {
+    mirror_below(src, src, dst, on_file, links_out);
+}
+
+bool links_to_a_file_outside(const fs::path& root, const fs::path& link) {
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(link, ec)) || !fs::is_regular_file(fs::status(link, ec))) return false;
+    // Where the link itself points, not where a chain of links ends: a link
+    // to another file of the tree (alias.json -> config.json) stays a link,
+    // whatever that file is.
+    const fs::path to = fs::read_symlink(link, ec);
+    std::error_code dir_ec, root_ec;
+    const fs::path dir = fs::canonical(link.parent_path().empty() ? fs::path(".") : link.parent_path(), dir_ec);
+    const fs::path inside = fs::canonical(root, root_ec);
+    if (ec || dir_ec || root_ec) return false;  // (unresolvable: kept as the link it is)
+    const fs::path target = (to.is_absolute() ? to : dir / to).lexically_normal();
+    const auto [end, _] = std::mismatch(inside.begin(), inside.end(), target.begin(), target.end());
+    return end != inside.end();
+}
 
 std::vector<fs::path> files_and_links(const fs::path& root) {
     std::vector<fs::path> out;

@@ -1,6 +1,7 @@
 // Mirroring a directory tree: directories are recreated, symlinks are copied
-// as the links they are (never followed), and each regular file is handed
-// to a callback that writes its counterpart.
+// as the links they are, and each regular file is handed to a callback that
+// writes its counterpart. (pack also hands over the files behind links that
+// lead out of the tree: see LinksOut.)
 #pragma once
 
 #include <filesystem>
@@ -15,7 +16,20 @@ namespace fs = std::filesystem;
 // copied unchanged; the callback writes whatever it wants in its place.
 using FileAction = std::function<void(const fs::path& src, const fs::path& dst)>;
 
-void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file);
+// What mirror_tree does with a link to a regular file outside the tree
+// (links_to_a_file_outside): copy it (kept), or hand its target to the
+// callback under the link's name (followed).
+enum class LinksOut { kept, followed };
+
+void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file,
+                 LinksOut links_out = LinksOut::kept);
+
+// Whether `link`, below `root`, is a symbolic link that points outside
+// `root` (by its own target, not the end of a chain) to a regular file: a Hugging Face snapshot's links into ../../blobs when the snapshot
+// directory (what snapshot_download returns) is what is packed. Copied as a
+// link it would dangle in the packed tree, so pack packs or copies its
+// target in its place, and verify compares that with the link's target.
+bool links_to_a_file_outside(const fs::path& root, const fs::path& link);
 
 // A directory output that appears whole or not at all. When `dst` does not
 // exist yet, the tree is written into a hidden sibling (.NAME.tmp.XXXXXX)

@@ -184,18 +184,6 @@ public:
         return true;
     }
 
-    // The original a packed file or store is compared with, or nullopt. An
-    // original that is a symlink is a difference in itself (pack would have
-    // kept the link), and comparing through it would hide that.
-    std::optional<fs::path> original_file(const std::string& name, const std::optional<fs::path>& original) {
-        std::error_code ec;
-        if (original && fs::is_symlink(fs::symlink_status(*original, ec))) {
-            fail(original->string() + ": a symlink, but " + name + " is not");
-            return std::nullopt;
-        }
-        return original;
-    }
-
     // `pack --manifest` leaves its own manifest in the tree: no original has
     // one to compare with, but an HTTP server hands it to every reader, so it
     // must still list the tree as it is.
@@ -238,6 +226,20 @@ public:
         return *root_ / relative;
     }
 
+    // The same for a packed file or store: its original, or nullopt. An
+    // original that is a symlink is a difference in itself (pack would have
+    // kept the link, and comparing through it would hide that), unless it
+    // leads to a file outside ORIGINAL, whose bytes pack took in its place.
+    std::optional<fs::path> claim_file(Verifier& v, const std::string& name, const fs::path& relative) {
+        const auto original = claim(relative);
+        std::error_code ec;
+        if (original && fs::is_symlink(fs::symlink_status(*original, ec)) && !links_to_a_file_outside(*root_, *original)) {
+            v.fail(original->string() + ": a symlink, but " + name + " is not");
+            return std::nullopt;
+        }
+        return original;
+    }
+
     void report_unclaimed(Verifier& v, const std::string& src) const {
         if (!root_) return;
         // Lexically: fs::relative() would resolve a link to its target's path.
@@ -271,12 +273,12 @@ size_t verify_remote_tree(Verifier& v, Counterparts& originals, const std::strin
         const std::string name = tree.store->object(e.path).text;
         if (e.kind == Kind::kStore) {
             ++stores;
-            v.verify_store(name, v.original_file(name, originals.claim(original_name(e.path))),
+            v.verify_store(name, originals.claim_file(v, name, original_name(e.path)),
                            [&] { return tree.open_store(e.path); });
         } else if (e.kind == Kind::kLink) {
             if (const auto original = originals.claim(e.path)) v.compare_link(name, e.target, *original);
         } else if (e.kind == Kind::kFile) {
-            if (const auto original = v.original_file(name, originals.claim(e.path))) {
+            if (const auto original = originals.claim_file(v, name, e.path)) {
                 try {
                     v.compare_bytes(name, tree.get(e.path, e.size), *original);
                 } catch (const Error& err) {
@@ -300,8 +302,8 @@ size_t verify_local_tree(Verifier& v, Counterparts& originals, const fs::path& d
                 v.compare_link(entry, fs::read_symlink(entry), *original);
         } else if (is_store_name(entry)) {
             ++stores;
-            v.verify_store(entry, v.original_file(entry, originals.claim(original_name(rel))));
-        } else if (const auto original = v.original_file(entry, originals.claim(rel))) {
+            v.verify_store(entry, originals.claim_file(v, entry, original_name(rel)));
+        } else if (const auto original = originals.claim_file(v, entry, rel)) {
             v.compare_plain(entry, *original);
         }
     }
