@@ -132,7 +132,7 @@ int pack_main(Args& args) {
     if (args.option("threads", "j", value)) opt.threads = parse_threads(value);
     if (args.option("level", "l", value)) {
         opt.encode.level = static_cast<int>(parse_count(value, "--level"));
-        if (opt.encode.level < 1 || opt.encode.level > 9) throw UsageError{"--level takes 1 to 9"};
+        if (opt.encode.level < 1 || opt.encode.level > 9) throw UsageError{"--level takes 1 to 9, not " + value};
     }
     if (args.option("chunk-size", "", value)) {
         const auto size = parse_size(value);

@@ -41,7 +41,7 @@ StagedDirectory::StagedDirectory(fs::path dst) : dst_(dst.lexically_normal()) {
     fs::create_directories(parent, ec);
     if (ec) throw Error(parent.string() + ": cannot create directory: " + ec.message());
     std::string name = hidden_temporary_template(dst_.string());
-    if (::mkdtemp(name.data()) == nullptr) throw_errno(dst_, "cannot create a temporary directory beside");
+    if (::mkdtemp(name.data()) == nullptr) throw_errno(dst_, "cannot create a temporary directory beside it");
     staging_ = name;
 }
 
