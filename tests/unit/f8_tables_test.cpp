@@ -236,7 +236,7 @@ TEST(F8Tables, StateSignsLayoutRoundTripsAndIsTheEncodersChoice) {
                 }
     }
     // Row classes in chunks above the default size, and in rows shorter
-    // than a round of 64 states (48 bytes: AVX-512 takes them by their
+    // than a round of 64 states (48 bytes: the SIMD rounds take them by their
     // rows with 32 states, by an offset a byte with 64), at any phase.
     {
         const auto big = fp8_kernel(3000, 96, 11), short_rows = fp8_kernel(2000, 48, 12);  // 288,000, 96,000 bytes

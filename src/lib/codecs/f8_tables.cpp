@@ -998,6 +998,27 @@ WideTables wide_tables(const std::vector<srans::DecodeTable>& t, unsigned prec) 
     return w;
 }
 
+// Row classes read by the SIMD rounds from the rows themselves, not
+// from an offset a byte: each row's table offset (one more at the end, so
+// that a round may look one row ahead), the rows' length (at least a
+// round's bytes: a round then spans two rows at most) and where the decoder
+// is, its row and the bytes left in it. Writing and reading an offset a
+// byte (512 KiB of 16-bit ones for a 256 KiB chunk, 1 MiB of 32-bit
+// ones) was 8-10% of the per-channel FP8 files' decode with AVX-512; the
+// scalar rounds still write them.
+struct RowCursor {
+    const uint32_t* at = nullptr;
+    uint64_t length = 0;
+    uint64_t row = 0;
+    uint64_t left = 0;  // 1 .. length
+    uint32_t offset() const { return at[row]; }
+    // On by k bytes, k <= length.
+    void step(uint64_t k) {
+        if (left > k) left -= k;
+        else ++row, left += length - k;
+    }
+};
+
 #ifdef PTWM_F8_WIDE_AVX512
 // GCC 12 warns inside its own avx512fintrin.h (its undefined-vector idiom).
 #pragma GCC diagnostic push
@@ -1056,13 +1077,15 @@ __attribute__((target("avx2"))) inline __m256i load_offsets8(const uint32_t* at)
 
 // As decode_state_signs_avx512 with AVX2: 8 states a vector, gathers
 // (vpgatherdd, or scalar loads where ByLoads), and renormalisation by a
-// permute of the next 8 words.
-template <bool Classes, bool ByLoads, size_t Lanes, class Offset>
+// permute of the next 8 words; row classes from their rows too.
+template <bool Classes, bool Rows, bool ByLoads, size_t Lanes, class Offset>
 __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* words, const Offset* cls_at,
-                                                                uint64_t period, uint64_t& j, unsigned prec,
-                                                                const uint8_t* signs, srans::DecodeState<Lanes>& d,
-                                                                uint8_t* out, size_t n) {
+                                                                uint64_t period, uint64_t& j, RowCursor* rows,
+                                                                unsigned prec, const uint8_t* signs,
+                                                                srans::DecodeState<Lanes>& d, uint8_t* out, size_t n) {
+    static_assert(!Rows || Classes);
     constexpr int V = Lanes / 8;
+    RowCursor rc = Rows ? *rows : RowCursor{};  // a local copy: stores to `out` could alias *rows
     __m256i x[V];
     for (int v = 0; v < V; ++v) x[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d.x.data() + 8 * v));
     const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << prec) - 1));
@@ -1080,6 +1103,8 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
     size_t i = 0;
     for (; i + Lanes <= n && end - p >= static_cast<std::ptrdiff_t>(2 * Lanes); i += Lanes) {
         __m256i e[V];
+        __m256i here;
+        if constexpr (Rows) here = _mm256_set1_epi32(static_cast<int>(rc.offset()));
         // Unrolled: as a loop (GCC 12 keeps it one, the round being long),
         // the states went through the stack between the gathers and their
         // steps, two stores and a load a vector a round. Unrolled, the
@@ -1089,11 +1114,26 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
 #pragma GCC unroll 8
         for (int v = 0; v < V; ++v) {
             __m256i idx = _mm256_and_si256(x[v], mask);
-            if constexpr (Classes)
+            if constexpr (Rows) {
+                // Lane k takes the row's offset while 8 v + k is below the
+                // bytes left in it, else the next row's (a round spans two
+                // rows at most, and seldom two).
+                __m256i c = here;
+                if (rc.left < 8 * (v + 1)) [[unlikely]] {
+                    const __m256i ahead = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(rc.left) - 8 * v),
+                                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                    c = _mm256_blendv_epi8(_mm256_set1_epi32(static_cast<int>(rc.at[rc.row + 1])), here,
+                                           _mm256_cmpgt_epi32(ahead, _mm256_setzero_si256()));
+                }
+                idx = _mm256_or_si256(c, idx);
+            } else if constexpr (Classes) {
                 idx = _mm256_or_si256(load_offsets8(cls_at + j + 8 * v), idx);
+            }
             e[v] = srans::avx2::gather8<ByLoads>(words, idx);
         }
-        if constexpr (Classes) {
+        if constexpr (Rows) {
+            rc.step(Lanes);
+        } else if constexpr (Classes) {
             j += step;  // (j + Lanes) mod period, without a division
             if (j >= period) j -= period;
         }
@@ -1117,6 +1157,7 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
     }
     for (int v = 0; v < V; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(d.x.data() + 8 * v), x[v]);
     d.p = p;
+    if constexpr (Rows) *rows = rc;
     return i;
 }
 #endif
@@ -1179,27 +1220,6 @@ __attribute__((target("avx2"))) void fill_slots_avx2(uint32_t* w, const uint32_t
         srans::avx2::fill_run<20>(w + cum[sym], freq[sym], static_cast<uint32_t>(sym) | freq[sym] << 7);
 }
 #endif
-
-// Row classes read by the AVX-512 rounds from the rows themselves, not
-// from an offset a byte: each row's table offset (one more at the end, so
-// that a round may look one row ahead), the rows' length (at least a
-// round's bytes: a round then spans two rows at most) and where the decoder
-// is, its row and the bytes left in it. Writing and reading an offset a
-// byte (512 KiB of 16-bit ones for a 256 KiB chunk, 1 MiB of 32-bit
-// ones) was 8-10% of the per-channel FP8 files' decode; for other CPUs
-// the decoder still writes them.
-struct RowCursor {
-    const uint32_t* at = nullptr;
-    uint64_t length = 0;
-    uint64_t row = 0;
-    uint64_t left = 0;  // 1 .. length
-    uint32_t offset() const { return at[row]; }
-    // On by k bytes, k <= length.
-    void step(uint64_t k) {
-        if (left > k) left -= k;
-        else ++row, left += length - k;
-    }
-};
 
 void fill_slots(uint32_t* w, const uint32_t* freq, const uint32_t* cum, size_t alphabet) {
 #ifdef PTWM_F8_WIDE_AVX512
@@ -1403,7 +1423,7 @@ inline uint64_t sign_bytes(uint32_t bits) {
 // the final states. `kept_signs`: the payload's sign bytes (the signs of the
 // bytes before the last min(n, 960)).
 // `rows`: row classes by their rows (then cls_at is empty, and the CPU has
-// AVX-512).
+// AVX-512 or AVX2).
 template <size_t Lanes, class Offset>
 void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls_at,
                         std::span<const uint8_t> kept_signs, unsigned prec, uint64_t period, uint64_t phase,
@@ -1435,12 +1455,15 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls
                                  : with.template operator()<false, false>();
             };
             i = whole_vector_gathers() ? rounds.template operator()<true>() : rounds.template operator()<false>();
-        } else if (!rows && has_avx2()) {  // (rows: the AVX2 rounds have no row cursor; the loop below has)
+        } else if (has_avx2()) {
             const auto rounds = [&]<bool ByLoads>() {
-                return classes ? decode_state_signs_avx2<true, ByLoads, Lanes, Offset>(words, cls_ext, period, j, prec,
-                                                                                      signs.data(), d, out.data(), n)
-                               : decode_state_signs_avx2<false, ByLoads, Lanes, Offset>(words, nullptr, period, j, prec,
-                                                                                       signs.data(), d, out.data(), n);
+                const auto with = [&]<bool Classes, bool Rows>() {
+                    return decode_state_signs_avx2<Classes, Rows, ByLoads, Lanes, Offset>(words, cls_ext, period, j, rows, prec,
+                                                                                         signs.data(), d, out.data(), n);
+                };
+                return rows      ? with.template operator()<true, true>()
+                       : classes ? with.template operator()<true, false>()
+                                 : with.template operator()<false, false>();
             };
             i = srans::avx2::gathers_by_loads() ? rounds.template operator()<true>() : rounds.template operator()<false>();
         }
@@ -1690,11 +1713,11 @@ void decode(std::span<const uint8_t> payload, std::span<uint8_t> out) {
         // the whole chunk. Built once (a 256 KiB chunk of row classes used
         // to be allocated, zeroed and copied twice).
         if (row_classes) period = std::max<size_t>(n, 1), phase = 0;
-        // Row classes with AVX-512, in rows of at least a round's bytes:
-        // each row's table offset, and the rounds take them row by row (see
-        // RowCursor).
+        // Row classes with AVX2 or AVX-512 (has_avx2: either), in rows of at
+        // least a round's bytes: each row's table offset, and the rounds
+        // take them row by row (see RowCursor).
 #ifdef PTWM_F8_WIDE_AVX512
-        const bool by_rows = row_classes && has_avx512() && chunk_period >= (sixty_four ? 64u : 32u) && !cls.empty();
+        const bool by_rows = row_classes && has_avx2() && chunk_period >= (sixty_four ? 64u : 32u) && !cls.empty();
 #else
         const bool by_rows = false;
 #endif
