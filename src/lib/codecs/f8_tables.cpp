@@ -1077,7 +1077,7 @@ __attribute__((target("avx2"))) inline __m256i load_offsets8(const uint32_t* at)
 
 // As decode_state_signs_avx512 with AVX2: 8 states a vector, gathers
 // (vpgatherdd, or scalar loads where ByLoads), and renormalisation by a
-// permute of the next 8 words; row classes from their rows too.
+// shuffle of the next 8 words; row classes from their rows too.
 template <bool Classes, bool Rows, bool ByLoads, size_t Lanes, class Offset>
 __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* words, const Offset* cls_at,
                                                                 uint64_t period, uint64_t& j, RowCursor* rows,
