@@ -1088,7 +1088,8 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
     RowCursor rc = Rows ? *rows : RowCursor{};  // a local copy: stores to `out` could alias *rows
     __m256i x[V];
     for (int v = 0; v < V; ++v) x[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d.x.data() + 8 * v));
-    const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << prec) - 1));
+    const uint32_t slot_mask = (1u << prec) - 1;
+    const __m256i mask = _mm256_set1_epi32(static_cast<int>(slot_mask));
     const __m256i f13 = _mm256_set1_epi32(0x1FFF), lo7 = _mm256_set1_epi32(0x7F);
     const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
     // Sign bits to bytes: byte k of a 32-byte group takes bit k % 8 of
@@ -1102,8 +1103,6 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
     const uint64_t step = Lanes % period;  // the column a round moves on by
     size_t i = 0;
     for (; i + Lanes <= n && end - p >= static_cast<std::ptrdiff_t>(2 * Lanes); i += Lanes) {
-        __m256i here;
-        if constexpr (Rows) here = _mm256_set1_epi32(static_cast<int>(rc.offset()));
         // Each vector's symbols, packed two vectors to one as they come.
         __m256i pairs[V / 2];
         // Unrolled: as a loop (GCC 12 keeps it one, the round being long),
@@ -1118,23 +1117,29 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
         // its own gather and step as well was 10% slower on Zen 3.)
 #pragma GCC unroll 8
         for (int v = 0; v < V; ++v) {
-            __m256i idx = _mm256_and_si256(x[v], mask);
+            __m256i e;
             if constexpr (Rows) {
-                // Lane k takes the row's offset while 8 v + k is below the
+                // Lane k takes the row's table while 8 v + k is below the
                 // bytes left in it, else the next row's (a round spans two
                 // rows at most, and seldom two).
-                __m256i c = here;
-                if (rc.left < 8 * (v + 1)) [[unlikely]] {
+                if (rc.left >= 8 * (v + 1)) [[likely]] {
+                    e = srans::avx2::gather8_slots<ByLoads>(words + rc.offset(), x[v], slot_mask);
+                } else {
                     const __m256i ahead = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(rc.left) - 8 * v),
                                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-                    c = _mm256_blendv_epi8(_mm256_set1_epi32(static_cast<int>(rc.at[rc.row + 1])), here,
-                                           _mm256_cmpgt_epi32(ahead, _mm256_setzero_si256()));
+                    const __m256i c = _mm256_blendv_epi8(_mm256_set1_epi32(static_cast<int>(rc.at[rc.row + 1])),
+                                                         _mm256_set1_epi32(static_cast<int>(rc.offset())),
+                                                         _mm256_cmpgt_epi32(ahead, _mm256_setzero_si256()));
+                    e = srans::avx2::gather8<ByLoads>(words, _mm256_or_si256(c, _mm256_and_si256(x[v], mask)));
                 }
-                idx = _mm256_or_si256(c, idx);
             } else if constexpr (Classes) {
-                idx = _mm256_or_si256(load_offsets8(cls_at + j + 8 * v), idx);
+                // (Each lane's offset added on the integer side, read there
+                // a word at a time, was 1.5-4% slower: loads are dearer.)
+                e = srans::avx2::gather8<ByLoads>(words,
+                                                  _mm256_or_si256(load_offsets8(cls_at + j + 8 * v), _mm256_and_si256(x[v], mask)));
+            } else {
+                e = srans::avx2::gather8_slots<ByLoads>(words, x[v], slot_mask);
             }
-            const __m256i e = srans::avx2::gather8<ByLoads>(words, idx);
             const __m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 7), f13);
             x[v] = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srl_epi32(x[v], sh)), _mm256_srli_epi32(e, 20));
             const __m256i symbols = _mm256_and_si256(e, lo7);

@@ -676,7 +676,7 @@ __attribute__((target("avx2"))) void decode_wide_rounds_avx2(const uint32_t* slo
                                                             const std::array<uint8_t, 256>& group, bool nv, WidePart& w) {
     __m256i x[4];
     for (int k = 0; k < 4; ++k) x[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.d.x.data() + 8 * k));
-    const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << prec) - 1));
+    const uint32_t slot_mask = (1u << prec) - 1;
     const __m256i lo12 = _mm256_set1_epi32(0xFFF), lo4 = _mm256_set1_epi32(0xF);
     const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
     const uint8_t* p = w.d.p;
@@ -689,7 +689,7 @@ __attribute__((target("avx2"))) void decode_wide_rounds_avx2(const uint32_t* slo
         __m256i v[4];
         for (int k = 0; k < 4; ++k) {
             const uint32_t* t = slots + (size_t{k < 2 ? g0 : g1} << prec);
-            const __m256i e = srans::avx2::gather8<ByLoads>(t, _mm256_and_si256(x[k], mask));
+            const __m256i e = srans::avx2::gather8_slots<ByLoads>(t, x[k], slot_mask);
             x[k] = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_srli_epi32(e, 16), _mm256_srl_epi32(x[k], sh)),
                                     _mm256_and_si256(_mm256_srli_epi32(e, 4), lo12));
             v[k] = _mm256_and_si256(e, lo4);
