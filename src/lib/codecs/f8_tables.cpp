@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <type_traits>
 
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -1067,12 +1068,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t decode_wide_avx512(
 }
 #pragma GCC diagnostic pop
 
-// 8 table offsets, 16- or 32-bit, as 32-bit lanes.
+// 8 table offsets, 16-bit, as 32-bit lanes.
 __attribute__((target("avx2"))) inline __m256i load_offsets8(const uint16_t* at) {
     return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
-}
-__attribute__((target("avx2"))) inline __m256i load_offsets8(const uint32_t* at) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
 }
 
 // As decode_state_signs_avx512 with AVX2: 8 states a vector, gathers
@@ -1122,7 +1120,7 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
                 // Lane k takes the row's table while 8 v + k is below the
                 // bytes left in it, else the next row's (a round spans two
                 // rows at most, and seldom two).
-                if (rc.left >= 8 * (v + 1)) [[likely]] {
+                if (rc.left >= 8u * (v + 1)) [[likely]] {
                     e = srans::avx2::gather8_slots<ByLoads>(words + rc.offset(), x[v], slot_mask);
                 } else {
                     const __m256i ahead = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(rc.left) - 8 * v),
@@ -1132,13 +1130,16 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
                                                          _mm256_cmpgt_epi32(ahead, _mm256_setzero_si256()));
                     e = srans::avx2::gather8<ByLoads>(words, _mm256_or_si256(c, _mm256_and_si256(x[v], mask)));
                 }
-            } else if constexpr (Classes) {
-                // (Each lane's offset added on the integer side, read there
-                // a word at a time, was 1.5-4% slower: loads are dearer.)
+            } else if constexpr (!Classes) {
+                e = srans::avx2::gather8_slots<ByLoads>(words, x[v], slot_mask);
+            } else if constexpr (std::is_same_v<Offset, uint32_t>) {
+                // Column classes' offsets go to the integer side with the
+                // slots, two lanes a load (a lane a load was 1.5-4% slower
+                // than the vector's or: loads are dear too).
+                e = srans::avx2::gather8_slots<ByLoads>(words, x[v], slot_mask, cls_at + j + 8 * v);
+            } else {  // row classes in rows shorter than a round: an offset a byte
                 e = srans::avx2::gather8<ByLoads>(words,
                                                   _mm256_or_si256(load_offsets8(cls_at + j + 8 * v), _mm256_and_si256(x[v], mask)));
-            } else {
-                e = srans::avx2::gather8_slots<ByLoads>(words, x[v], slot_mask);
             }
             const __m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 7), f13);
             x[v] = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srl_epi32(x[v], sh)), _mm256_srli_epi32(e, 20));

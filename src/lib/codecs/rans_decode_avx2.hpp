@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "codecs/static_rans.hpp"
 
@@ -25,18 +26,33 @@ inline bool gathers_by_loads() {
     return forced ? forced == 1 : !intel;
 }
 
-// Eight table words t[idx & m] by eight scalar loads, the indices taken
-// out 64 bits at a time and masked there. On AMD's Zen 3 a vpgatherdd of
-// 8 lanes takes some 12 cycles of throughput, and these loads some 7: with
-// them f8-tables' AVX2 decoder took 12-14% less time on the derived E5M2
-// and per-channel FP8 files (their whole in-memory decode).
-// Intel's gathers (4-5 cycles since Skylake) stay the faster there.
+// Eight table words t[(idx & m) | off[k]] (lane k; no offsets where off is
+// null) by eight scalar loads, the indices taken out 64 bits at a time,
+// two lanes a word, and masked and offset there, a word at a time. On
+// AMD's Zen 3 a vpgatherdd of 8 lanes takes some 12 cycles of throughput,
+// and these loads some 7: with them f8-tables' AVX2 decoder took 12-14%
+// less time on the derived E5M2 and per-channel FP8 files (their whole
+// in-memory decode). Intel's gathers (4-5 cycles since Skylake) stay the
+// faster there.
 __attribute__((target("avx2"), always_inline)) inline __m256i gather8_by_loads(const uint32_t* t, __m256i idx,
-                                                                               uint32_t m = ~0u) {
+                                                                               uint32_t m = ~0u,
+                                                                               const uint32_t* off = nullptr) {
     const __m128i lo = _mm256_castsi256_si128(idx), hi = _mm256_extracti128_si256(idx, 1);
-    const auto a = static_cast<uint64_t>(_mm_cvtsi128_si64(lo)), b = static_cast<uint64_t>(_mm_extract_epi64(lo, 1));
-    const auto c = static_cast<uint64_t>(_mm_cvtsi128_si64(hi)), d = static_cast<uint64_t>(_mm_extract_epi64(hi, 1));
-    const auto at = [t, m](uint64_t k) { return static_cast<int>(t[static_cast<uint32_t>(k) & m]); };
+    const uint64_t both = m * uint64_t{0x100000001};
+    const auto pair = [both, off](uint64_t w, unsigned k) {
+        w &= both;
+        if (off) {
+            uint64_t o;
+            std::memcpy(&o, off + 2 * k, 8);  // lanes 2k and 2k + 1, little-endian as in the vector
+            w |= o;
+        }
+        return w;
+    };
+    const uint64_t a = pair(static_cast<uint64_t>(_mm_cvtsi128_si64(lo)), 0);
+    const uint64_t b = pair(static_cast<uint64_t>(_mm_extract_epi64(lo, 1)), 1);
+    const uint64_t c = pair(static_cast<uint64_t>(_mm_cvtsi128_si64(hi)), 2);
+    const uint64_t d = pair(static_cast<uint64_t>(_mm_extract_epi64(hi, 1)), 3);
+    const auto at = [t](uint64_t k) { return static_cast<int>(t[static_cast<uint32_t>(k)]); };
     return _mm256_setr_epi32(at(a), at(a >> 32), at(b), at(b >> 32), at(c), at(c >> 32), at(d), at(d >> 32));
 }
 
@@ -48,16 +64,21 @@ __attribute__((target("avx2"), always_inline)) inline __m256i gather8(const uint
         return _mm256_i32gather_epi32(reinterpret_cast<const int*>(t), idx, 4);
 }
 
-// The table words of 8 states' slots, t[x & m]. By loads, the slot mask is
-// taken on the integer side, which has room where the vector pipes are the
-// rounds' bound: a 64-state round of f8-tables took some 7% less time
-// (a microbenchmark on Zen 4).
+// The table words of 8 states' slots, t[(x & m) | off[k]] (no offsets
+// where off is null). By loads, the slot mask and the offsets are taken on
+// the integer side, which has room where the vector pipes are the rounds'
+// bound: a 64-state round of f8-tables took some 7% less time (a
+// microbenchmark on Zen 4), with column classes' offsets as well.
 template <bool ByLoads>
-__attribute__((target("avx2"), always_inline)) inline __m256i gather8_slots(const uint32_t* t, __m256i x, uint32_t m) {
-    if constexpr (ByLoads)
-        return gather8_by_loads(t, x, m);
-    else
-        return gather8<false>(t, _mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(m))));
+__attribute__((target("avx2"), always_inline)) inline __m256i gather8_slots(const uint32_t* t, __m256i x, uint32_t m,
+                                                                            const uint32_t* off = nullptr) {
+    if constexpr (ByLoads) {
+        return gather8_by_loads(t, x, m, off);
+    } else {
+        __m256i idx = _mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(m)));
+        if (off) idx = _mm256_or_si256(idx, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off)));
+        return gather8<false>(t, idx);
+    }
 }
 
 // One symbol's run of f slot words, head | k << Shift for k = 0 .. f - 1,
