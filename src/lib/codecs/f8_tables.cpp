@@ -1073,6 +1073,17 @@ __attribute__((target("avx2"))) inline __m256i load_offsets8(const uint16_t* at)
     return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
 }
 
+// 8 states stepped by their table words (symbol, frequency and slot - cum,
+// see slot_words); their symbols packed into `pair`, as its first vector
+// or its second.
+__attribute__((target("avx2"), always_inline)) inline void step8(__m256i& x, __m256i e, __m128i prec, __m256i& pair,
+                                                                 bool second) {
+    const __m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 7), _mm256_set1_epi32(0x1FFF));
+    x = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srl_epi32(x, prec)), _mm256_srli_epi32(e, 20));
+    const __m256i symbols = _mm256_and_si256(e, _mm256_set1_epi32(0x7F));
+    pair = second ? _mm256_packus_epi32(pair, symbols) : symbols;
+}
+
 // As decode_state_signs_avx512 with AVX2: 8 states a vector, gathers
 // (vpgatherdd, or scalar loads where ByLoads), and renormalisation by a
 // shuffle of the next 8 words; row classes from their rows too.
@@ -1088,7 +1099,6 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
     for (int v = 0; v < V; ++v) x[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d.x.data() + 8 * v));
     const uint32_t slot_mask = (1u << prec) - 1;
     const __m256i mask = _mm256_set1_epi32(static_cast<int>(slot_mask));
-    const __m256i f13 = _mm256_set1_epi32(0x1FFF), lo7 = _mm256_set1_epi32(0x7F);
     const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(prec));
     // Sign bits to bytes: byte k of a 32-byte group takes bit k % 8 of
     // sign byte k / 8.
@@ -1107,52 +1117,56 @@ __attribute__((target("avx2"))) size_t decode_state_signs_avx2(const uint32_t* w
         // the states went through the stack between the gathers and their
         // steps, two stores and a load a vector a round. Unrolled, the
         // derived E5M2 files decoded 6-7% faster (in-memory, one thread,
-        // Zen 3). Each vector steps right after its gather and leaves its
-        // symbols packed, so that its gathered words die there (kept for
-        // the steps and the bytes after all gathers, they were spilled, and
-        // the round took some 6% longer on Zen 4); the renormalisations
-        // come after all the steps. (Each vector renormalised right after
-        // its own gather and step as well was 10% slower on Zen 3.)
+        // Zen 3). By loads, each vector steps right after its gather and
+        // leaves its symbols packed, so that its gathered words die there
+        // (kept for the steps and the bytes after all gathers, they were
+        // spilled, and the round took some 6% longer on Zen 4), and the
+        // renormalisations come after all the steps. (Each vector
+        // renormalised right after its own gather and step as well was 10%
+        // slower on Zen 3.) vpgatherdd's latency wants all the gathers out
+        // first, then each vector steps and renormalises: stepped right
+        // after their gathers, its rounds took 15-20% longer on Zen 4.
+        __m256i e[V];
 #pragma GCC unroll 8
         for (int v = 0; v < V; ++v) {
-            __m256i e;
             if constexpr (Rows) {
                 // Lane k takes the row's table while 8 v + k is below the
                 // bytes left in it, else the next row's (a round spans two
                 // rows at most, and seldom two).
                 if (rc.left >= 8u * (v + 1)) [[likely]] {
-                    e = srans::avx2::gather8_slots<ByLoads>(words + rc.offset(), x[v], slot_mask);
+                    e[v] = srans::avx2::gather8_slots<ByLoads>(words + rc.offset(), x[v], slot_mask);
                 } else {
                     const __m256i ahead = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(rc.left) - 8 * v),
                                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
                     const __m256i c = _mm256_blendv_epi8(_mm256_set1_epi32(static_cast<int>(rc.at[rc.row + 1])),
                                                          _mm256_set1_epi32(static_cast<int>(rc.offset())),
                                                          _mm256_cmpgt_epi32(ahead, _mm256_setzero_si256()));
-                    e = srans::avx2::gather8<ByLoads>(words, _mm256_or_si256(c, _mm256_and_si256(x[v], mask)));
+                    e[v] = srans::avx2::gather8<ByLoads>(words, _mm256_or_si256(c, _mm256_and_si256(x[v], mask)));
                 }
             } else if constexpr (!Classes) {
-                e = srans::avx2::gather8_slots<ByLoads>(words, x[v], slot_mask);
+                e[v] = srans::avx2::gather8_slots<ByLoads>(words, x[v], slot_mask);
             } else if constexpr (std::is_same_v<Offset, uint32_t>) {
                 // Column classes' offsets go to the integer side with the
                 // slots, two lanes a load (a lane a load was 1.5-4% slower
                 // than the vector's or: loads are dear too).
-                e = srans::avx2::gather8_slots<ByLoads>(words, x[v], slot_mask, cls_at + j + 8 * v);
+                e[v] = srans::avx2::gather8_slots<ByLoads>(words, x[v], slot_mask, cls_at + j + 8 * v);
             } else {  // row classes in rows shorter than a round: an offset a byte
-                e = srans::avx2::gather8<ByLoads>(words,
+                e[v] = srans::avx2::gather8<ByLoads>(words,
                                                   _mm256_or_si256(load_offsets8(cls_at + j + 8 * v), _mm256_and_si256(x[v], mask)));
             }
-            const __m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 7), f13);
-            x[v] = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srl_epi32(x[v], sh)), _mm256_srli_epi32(e, 20));
-            const __m256i symbols = _mm256_and_si256(e, lo7);
-            pairs[v / 2] = v % 2 ? _mm256_packus_epi32(pairs[v / 2], symbols) : symbols;
+            if constexpr (ByLoads) step8(x[v], e[v], sh, pairs[v / 2], v % 2);
         }
+
         if constexpr (Rows) {
             rc.step(Lanes);
         } else if constexpr (Classes) {
             j += step;  // (j + Lanes) mod period, without a division
             if (j >= period) j -= period;
         }
-        for (int v = 0; v < V; ++v) x[v] = srans::avx2::renormalize16(x[v], p);
+        for (int v = 0; v < V; ++v) {
+            if constexpr (!ByLoads) step8(x[v], e[v], sh, pairs[v / 2], v % 2);
+            x[v] = srans::avx2::renormalize16(x[v], p);
+        }
         // Four vectors of symbols to 32 bytes in order, the signs on top.
         for (int v = 0; v < V; v += 4) {
             const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(pairs[v / 2], pairs[v / 2 + 1]), order);
