@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <ctime>
 #include <map>
 
@@ -27,17 +28,65 @@ using ptwm::remote::ObjectStore;
 
 std::string manifest_key(const ObjectStore& store) { return std::string("manifest\n") + store.root().text; }
 
+// The version of the manifest a mount was built from. Pack writes the
+// manifest last and deletes it before replacing any object, so an object
+// whose HEAD came before a HEAD of the manifest that still finds this
+// version is the object the mounted tree was packed with. Checked once per
+// object, when it is opened (its first read): an object first read after
+// the tree was packed again would otherwise be served from the new tree
+// beside the old tree's objects opened before it (shard 1 of one
+// checkpoint, shard 2 of the next), with no error.
+struct ManifestVersion {
+    ptwm::remote::RemoteUrl where;
+    std::string etag, last_modified;
+    bool known = false;  // false: from the disk cache, or the server sends neither
+    std::atomic<bool> logged{false};
+
+    // Throws ObjectChanged (the read fails with EIO) when the manifest is
+    // gone or another version now; a server that cannot be reached passes.
+    void require_unchanged(ObjectStore& store, const ptwm::remote::HttpSource& opened) {
+        if (!known || opened.opened_offline()) return;
+        ptwm::remote::HttpResponse resp;
+        try {
+            resp = store.client().send(store.request("HEAD", where));
+        } catch (const ptwm::remote::RemoteError& e) {
+            if (e.transient()) return;  // offline: the cached object is served as before
+            throw;
+        }
+        std::string now;
+        if (resp.status == 404)
+            now = "gone (a pack is replacing the tree)";
+        else if (resp.status >= 300)
+            throw ptwm::remote::RemoteError(store.client().describe_failure(store.request("HEAD", where), resp),
+                                            resp.status, false);
+        else if ((!etag.empty() && resp.etag != etag) || (!last_modified.empty() && resp.last_modified != last_modified))
+            now = "another version (" + (resp.etag.empty() ? resp.last_modified : resp.etag) + ")";
+        if (now.empty()) return;
+        const std::string what = opened.name() + ": the tree was packed again since it was mounted (" + where.text +
+                                 " is " + now + "); objects first read since then fail rather than mix two trees: "
+                                 "mount it again";
+        if (!logged.exchange(true)) log_error("%s", what.c_str());
+        throw ptwm::remote::ObjectChanged(what);
+    }
+};
+
 // The manifest from the server, kept in the disk cache; the cached one when
 // the server cannot be reached.
-Manifest fetch_manifest(ObjectStore& store, DiskCache* cache) {
+Manifest fetch_manifest(ObjectStore& store, DiskCache* cache, ManifestVersion& version) {
     const auto where = store.object(ptwm::remote::kManifestName);
+    version.where = where;
     std::vector<uint8_t> bytes;
     try {
-        bytes = store.get(where);
+        const ptwm::remote::HttpResponse resp = store.client().send_ok(store.request("GET", where));
+        bytes.assign(resp.body.begin(), resp.body.end());
+        version.etag = resp.etag;
+        version.last_modified = resp.last_modified;
+        version.known = !resp.etag.empty() || !resp.last_modified.empty();
         if (cache) cache->put(manifest_key(store), bytes);
     } catch (const ptwm::remote::RemoteError& e) {
         std::optional<std::vector<uint8_t>> cached;
-        if (e.status() == 404)
+        // (S3 answers a missing bucket with a 404 too: said as such.)
+        if (e.status() == 404 && std::string(e.what()).find("no such bucket") == std::string::npos)
             throw ptwm::Error(store.root().text + ": no packed tree here (no " + ptwm::remote::kManifestName + ")");
         if (!e.transient() || !cache || !(cached = cache->get(manifest_key(store)))) throw;
         log_error("%s; mounting from the disk cache", e.what());
@@ -112,7 +161,8 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
         return tree;
     }
 
-    const Manifest manifest = fetch_manifest(*store, cache.get());
+    auto version = std::make_shared<ManifestVersion>();
+    const Manifest manifest = fetch_manifest(*store, cache.get(), *version);
     std::map<std::string, fuse_ino_t> dirs{{"", FUSE_ROOT_ID}};
     std::map<std::pair<fuse_ino_t, std::string>, size_t> shown;  // (directory, name) -> its place among the children
     for (const auto& e : manifest.entries) {
@@ -145,12 +195,15 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
             n.attr.st_size = static_cast<off_t>(e.size);
             const ptwm::remote::RemoteUrl object = store->object(e.path);
             n.remote_file = std::make_unique<RemotePlainFile>(
-                object.text, e.size, [store, cache, object]() -> std::shared_ptr<const ptwm::ByteSource> {
+                object.text, e.size, [store, cache, object, version]() -> std::shared_ptr<const ptwm::ByteSource> {
                     // The kernel's page cache keeps what was served: few
                     // recent blocks are needed besides those fetched ahead.
                     ptwm::remote::HttpSourceOptions options;
                     options.memory_blocks = 4;
-                    return ptwm::remote::HttpSource::open(store, object, cache, options);
+                    std::shared_ptr<ptwm::remote::HttpSource> source =
+                        ptwm::remote::HttpSource::open(store, object, cache, options);
+                    version->require_unchanged(*store, *source);  // after the object's HEAD
+                    return source;
                 });
             break;
         }
@@ -164,8 +217,10 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
             const ptwm::remote::RemoteUrl object = store->object(e.path);
             n.store = std::make_unique<StoreFile>(
                 tree.nodes_.size(), object.text, e.original_size,
-                [store, cache, object]() -> std::shared_ptr<const ptwm::ByteSource> {
-                    return ptwm::remote::HttpSource::open(store, object, cache);
+                [store, cache, object, version]() -> std::shared_ptr<const ptwm::ByteSource> {
+                    std::shared_ptr<ptwm::remote::HttpSource> source = ptwm::remote::HttpSource::open(store, object, cache);
+                    version->require_unchanged(*store, *source);  // after the object's HEAD
+                    return source;
                 });
             break;
         }

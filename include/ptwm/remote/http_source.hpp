@@ -50,6 +50,9 @@ public:
     const std::string& name() const override;
     uint64_t size() const override;
     const std::string& etag() const;
+    // Opened from the disk cache's size and ETag: the server could not be
+    // reached for its HEAD.
+    bool opened_offline() const { return offline_; }
     size_t read_up_to(uint64_t offset, std::span<uint8_t> out) const override;
     // Drops the blocks of the range from memory and from the disk cache.
     bool forget(uint64_t offset, uint64_t length) const override;
@@ -58,8 +61,9 @@ private:
     // The blocks and their bookkeeping, shared with the background fetches
     // (which may finish after the source is closed).
     class Blocks;
-    explicit HttpSource(std::shared_ptr<Blocks> blocks);
+    HttpSource(std::shared_ptr<Blocks> blocks, bool offline);
     std::shared_ptr<Blocks> blocks_;
+    bool offline_ = false;
 };
 
 // Throws Error naming the object when its size is not `expected`, the

