@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <cstdlib>
 #include <memory>
 #include <utility>
@@ -318,8 +319,14 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
     if (options.remote) {
         options.store_dir = source;
         if (disk_cache) {
+            // Absolute even when it does not exist yet: the daemon changes
+            // directory to / when it detaches, and a relative path would
+            // then name another directory (blocks went nowhere, silently).
             std::unique_ptr<char, decltype(&free)> dir(realpath(disk_cache.get(), nullptr), &free);
-            options.disk_cache = dir ? dir.get() : disk_cache.get();
+            std::error_code ec;
+            options.disk_cache = dir ? std::string(dir.get())
+                                     : std::filesystem::absolute(disk_cache.get(), ec).lexically_normal().string();
+            if (ec) options.disk_cache = disk_cache.get();
         }
         if (!size_option(disk_cache_size.get(), "disk_cache_size", options.disk_cache_size))
             return ParseOutcome::exit_failure;

@@ -106,6 +106,26 @@ class RepackRemote(unittest.TestCase):
             for name in os.listdir(v2):
                 self.assertEqual(mt.sha256_read(m / name), mt.sha256_read(v2 / name), name)
 
+    def test_a_relative_disk_cache_holds_blocks_after_the_daemon_detaches(self):
+        src = self.fresh("src")
+        write_checkpoint(src / "m.safetensors", 3, 5)
+        url = "s3://models/relative"
+        subprocess.run([TOOL, "pack", "-q", src, url], check=True)
+        cwd, mountpoint = self.fresh("cwd"), self.mountpoint()
+        # Not there yet, so realpath(3) cannot resolve it; detached (no -f),
+        # so the daemon's working directory is / by the time it reads.
+        p = subprocess.run([mt.executable("PTWMFS"), url, mountpoint, "-o", "disk_cache=cache,remote_timeout=10"],
+                           cwd=cwd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        try:
+            self.assertEqual(mt.sha256_read(mountpoint / "m.safetensors"), mt.sha256_read(src / "m.safetensors"))
+            entries = sum(f.stat().st_size for f in (cwd / "cache").iterdir())
+            self.assertGreater(entries, (3 << 20) // 2, "the blocks read are not in the disk cache")
+        finally:
+            if mounted(str(mountpoint)):
+                unmount(str(mountpoint), lazy=False)
+            os.rmdir(mountpoint)
+
     def test_a_missing_bucket_is_said_as_such(self):
         mountpoint = self.mountpoint()
         p = subprocess.run([mt.executable("PTWMFS"), "s3://no-such-bucket/x", mountpoint, "-f", "-o",
