@@ -126,6 +126,16 @@ class RepackRemote(unittest.TestCase):
                 unmount(str(mountpoint), lazy=False)
             os.rmdir(mountpoint)
 
+    def test_pack_refuses_a_file_named_as_the_manifest(self):
+        src = self.fresh("src")
+        (src / "ptwmfs-manifest.json").write_text('{"mine": true}\n')
+        write_checkpoint(src / "m.safetensors", 1, 6)
+        for dst in ("s3://models/named", str(self.fresh("out") / "packed")):
+            p = subprocess.run([TOOL, "pack", "-q", src, dst], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("ptwmfs-manifest.json", p.stderr)
+            self.assertIn("rename it", p.stderr)
+
     def test_a_missing_bucket_is_said_as_such(self):
         mountpoint = self.mountpoint()
         p = subprocess.run([mt.executable("PTWMFS"), "s3://no-such-bucket/x", mountpoint, "-f", "-o",

@@ -116,6 +116,12 @@ void refuse_unkeepable_names(const fs::path& src, bool manifest) {
     }
     std::sort(entries.begin(), entries.end());
     for (const auto& [path, is_link] : entries) {
+        // The packed tree's manifest takes that name at its root: the file
+        // would be overwritten by it (an upload, --manifest) or left out
+        // by unpack, silently.
+        if (path == src / remote::kManifestName)
+            throw Error(path.string() + ": " + remote::kManifestName +
+                        " is the name of the manifest a packed tree keeps at its root; rename it or pack it apart");
         if (manifest) remote::require_manifest_name(path, is_link);
         if (!is_link && is_store_name(path))
             throw Error(path.string() + ": a source file named *" + std::string(kStoreSuffix) +
