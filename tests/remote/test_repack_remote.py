@@ -149,6 +149,23 @@ class RepackRemote(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("no such bucket", p.stderr)
 
+    def test_disk_cache_bytes_follow_the_damaged_entries_dropped(self):
+        src = self.fresh("src")
+        write_checkpoint(src / "m.safetensors", 6, 7)
+        url = "s3://models/damaged"
+        subprocess.run([TOOL, "pack", "-q", src, url], check=True)
+        cache = self.fresh("cache")
+        with mt.Mount(url, f"disk_cache={cache},remote_timeout=10") as m:
+            mt.sha256_read(m / "m.safetensors")
+        for entry in cache.iterdir():
+            os.truncate(entry, entry.stat().st_size // 2)
+        with mt.Mount(url, f"disk_cache={cache},remote_timeout=10") as m:
+            self.assertEqual(mt.sha256_read(m / "m.safetensors"), mt.sha256_read(src / "m.safetensors"))
+            remote = m.stats()["remote"]
+            held = sum(f.stat().st_size for f in cache.iterdir() if f.suffix == ".entry")
+            self.assertGreater(remote["disk_cache_rejected"], 0)
+            self.assertEqual(remote["disk_cache_bytes"], held, remote)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -49,6 +49,7 @@ public:
 
 private:
     void evict_if_full();
+    void release(uint64_t bytes);
     DiskCacheOptions options_;
     std::shared_ptr<RemoteStats> stats_;
     std::atomic<uint64_t> used_{0};  // this process's view; rescanned on eviction

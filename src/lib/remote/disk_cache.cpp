@@ -62,6 +62,15 @@ bool write_all(int fd, const void* data, size_t n) {
 
 }  // namespace
 
+// Bytes of entries dropped from the directory: this process's count of the
+// bytes held follows them (a damaged entry removed, an entry written over).
+void DiskCache::release(uint64_t bytes) {
+    uint64_t used = used_.load();
+    while (!used_.compare_exchange_weak(used, used > bytes ? used - bytes : 0)) {
+    }
+    stats_->cache_bytes = used_.load();
+}
+
 std::string default_disk_cache_dir() {
     if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/ptwmfs";
     const char* home = std::getenv("HOME");
@@ -118,7 +127,7 @@ std::optional<std::vector<uint8_t>> DiskCache::get(const std::string& key) {
     ::close(fd);
     if (!good) {
         // Torn, damaged, or another key's entry under a colliding name: never served.
-        if (stored_key.empty() || stored_key == key) ::unlink(path.c_str());
+        if ((stored_key.empty() || stored_key == key) && ::unlink(path.c_str()) == 0) release(static_cast<uint64_t>(st.st_size));
         stats_->cache_rejected.fetch_add(1, std::memory_order_relaxed);
         stats_->cache_misses.fetch_add(1, std::memory_order_relaxed);
         return std::nullopt;
@@ -128,7 +137,11 @@ std::optional<std::vector<uint8_t>> DiskCache::get(const std::string& key) {
     return payload;
 }
 
-void DiskCache::erase(const std::string& key) { ::unlink(path_of(key).c_str()); }
+void DiskCache::erase(const std::string& key) {
+    const std::string path = path_of(key);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && ::unlink(path.c_str()) == 0) release(static_cast<uint64_t>(st.st_size));
+}
 
 void DiskCache::put(const std::string& key, std::span<const uint8_t> bytes) {
     thread_local std::minstd_rand rng(std::random_device{}());
@@ -145,12 +158,15 @@ void DiskCache::put(const std::string& key, std::span<const uint8_t> bytes) {
     const bool ok = write_all(fd, &h, sizeof h) && write_all(fd, key.data(), key.size()) &&
                     write_all(fd, bytes.data(), bytes.size());
     ::close(fd);
+    struct stat replaced {};  // an entry written over (the same block fetched twice at once, or again)
+    const bool replacing = ::stat(path.c_str(), &replaced) == 0;
     if (!ok || ::rename(temp.c_str(), path.c_str()) != 0) {
         ::unlink(temp.c_str());
         return;
     }
     const uint64_t size = sizeof h + key.size() + bytes.size();
     stats_->cache_bytes = used_.fetch_add(size) + size;
+    if (replacing) release(static_cast<uint64_t>(replaced.st_size));
     evict_if_full();
 }
 
