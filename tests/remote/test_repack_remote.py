@@ -166,6 +166,22 @@ class RepackRemote(unittest.TestCase):
             self.assertGreater(remote["disk_cache_rejected"], 0)
             self.assertEqual(remote["disk_cache_bytes"], held, remote)
 
+    def test_an_interrupted_repack_says_the_prefix_holds_no_tree(self):
+        src = self.fresh("src")
+        write_checkpoint(src / "m.safetensors", 2, 8)
+        (src / "big.bin").write_bytes(os.urandom(8 << 20))
+        url = "s3://models/interrupted"
+        subprocess.run([TOOL, "pack", "-q", src, url], check=True)
+        with rt.Proxy(self.cluster.endpoint) as proxy:
+            proxy.fault("delay_after", "PUT", "big.bin", count=10, seconds=5)
+            p = subprocess.Popen([TOOL, "pack", "-q", src, url, "--s3-endpoint", proxy.url], stderr=subprocess.PIPE,
+                                 text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            self.assertTrue(proxy.faulted.wait(60), "the upload never reached big.bin")
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn("holds no tree now", err)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -88,17 +88,33 @@ void RemoteUpload::send() {
         std::fprintf(stderr, "ptwmfs-tool pack: warning: %s\n", printable(message).c_str());
     };
     const auto start = std::chrono::steady_clock::now();
-    if (!single_store_ && target_there_) store.remove(store.object(remote::kManifestName));
-    // Every file's parts and every small file from one queue: --parallel
-    // requests (each a part in memory) in flight across the whole tree.
-    std::vector<remote::UploadItem> items;
-    for (const ManifestEntry* e : objects)
-        items.push_back({store.object(e->path), (single_store_ ? tree_ : tree_ / e->path).string()});
-    remote::upload_files(store, items, uo);
-    // Last: a manifest present means every object it lists is there.
-    if (!single_store_) {
-        const std::string json = manifest.to_json();
-        store.put(store.object(remote::kManifestName), {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
+    const bool replacing_tree = !single_store_ && target_there_;
+    if (replacing_tree) store.remove(store.object(remote::kManifestName));
+    try {
+        // Every file's parts and every small file from one queue: --parallel
+        // requests (each a part in memory) in flight across the whole tree.
+        std::vector<remote::UploadItem> items;
+        for (const ManifestEntry* e : objects)
+            items.push_back({store.object(e->path), (single_store_ ? tree_ : tree_ / e->path).string()});
+        remote::upload_files(store, items, uo);
+        // Last: a manifest present means every object it lists is there.
+        if (!single_store_) {
+            const std::string json = manifest.to_json();
+            store.put(store.object(remote::kManifestName), {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
+        }
+    } catch (...) {
+        // The earlier tree's manifest is gone and some of its objects may be
+        // replaced: whoever stopped the pack must not take the prefix for
+        // the tree it held (the interrupt's "nothing half-written" is of
+        // local files).
+        if (replacing_tree) {
+            progress.finish();
+            std::fprintf(stderr,
+                         "ptwmfs-tool pack: %s holds no tree now: its earlier manifest was deleted before the upload, "
+                         "so mounts and unpack find nothing there until a pack into it completes\n",
+                         printable(url_).c_str());
+        }
+        throw;
     }
     progress.finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
