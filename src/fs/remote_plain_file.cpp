@@ -1,5 +1,6 @@
 #include "remote_plain_file.hpp"
 
+#include "ptwm/remote/http_client.hpp"
 #include "ptwm/remote/http_source.hpp"
 
 namespace ptwmfs {
@@ -16,7 +17,16 @@ std::shared_ptr<const ptwm::ByteSource> RemotePlainFile::source() const {
     // Concurrent first readers wait for one attempt and share its outcome.
     return opening_.run([&] {
         if (auto source = opened_now()) return source;  // opened by the attempt before this one
-        std::shared_ptr<const ptwm::ByteSource> opened = open_source_();
+        // Replaced on the server since the mount (it, or its tree): no later
+        // attempt would find the version the mount shows.
+        if (!changed_.empty()) throw ptwm::remote::ObjectChanged(changed_);
+        std::shared_ptr<const ptwm::ByteSource> opened;
+        try {
+            opened = open_source_();
+        } catch (const ptwm::remote::ObjectChanged& e) {
+            changed_ = e.what();
+            throw;
+        }
         // The mount shows the manifest's size (kept closed: a remount shows the new one).
         ptwm::remote::require_manifest_size(*opened, size_);
         std::lock_guard lock(source_mutex_);

@@ -45,6 +45,7 @@ private:
     mutable SharedAttempt<std::shared_ptr<const ptwm::ByteSource>> opening_;  // first readers merge on it
     mutable std::mutex source_mutex_;  // guards source_ (short holds only)
     mutable std::shared_ptr<const ptwm::ByteSource> source_;  // opened once, kept
+    mutable std::string changed_;  // why it cannot be opened any more (touched by one attempt at a time)
 };
 
 }  // namespace ptwmfs

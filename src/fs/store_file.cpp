@@ -54,8 +54,15 @@ LoadedStorePtr StoreFile::load_now(IndexCache& indexes) const {
     } catch (const std::exception& e) {
         indexes.load_failed();
         // A request that failed (the network, or the server's answer) is
-        // tried again by the next read; only what the store's bytes say
-        // (not a store, damaged) stays.
+        // tried again by the next read; what the store's bytes say (not a
+        // store, damaged) stays, and so does a change on the server (the
+        // object, or its tree, replaced since the mount: logged once where
+        // it was found, and no later attempt would find the old one).
+        if (dynamic_cast<const ptwm::remote::ObjectChanged*>(&e) != nullptr) {
+            failed_ = true;
+            load_error_ = e.what();
+            throw;
+        }
         if (dynamic_cast<const ptwm::remote::RemoteError*>(&e) != nullptr) {
             log_error("%s: cannot load its index, the read fails with EIO and the next tries again: %s", name_.c_str(),
                       e.what());

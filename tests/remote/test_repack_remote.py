@@ -101,7 +101,14 @@ class RepackRemote(unittest.TestCase):
                     continue
                 self.assertEqual(got, (v1 / name).read_bytes(), f"{name}: the new tree's bytes in the old mount")
             self.assertEqual(mt.sha256_read(m / first), mt.sha256_read(v1 / first))
-        self.assertIn("the tree was packed again since it was mounted", m.log())
+            # What failed for good is not asked for again, nor logged again.
+            requests = m.stats()["remote"]["requests"]
+            for name in ("model-00002-of-00002.safetensors", "config.json"):
+                with self.assertRaises(OSError) as raised:
+                    (Path(m.path) / name).read_bytes()
+                self.assertEqual(raised.exception.errno, errno.EIO)
+            self.assertEqual(m.stats()["remote"]["requests"], requests, "files whose tree changed were asked for again")
+        self.assertEqual(m.log().count("the tree was packed again since it was mounted"), 1, m.log())
         with mt.Mount(url, f"disk_cache={cache},remote_timeout=10") as m:
             for name in os.listdir(v2):
                 self.assertEqual(mt.sha256_read(m / name), mt.sha256_read(v2 / name), name)
