@@ -1481,7 +1481,17 @@ void decode_state_signs(const std::vector<Table>& t, std::span<const Offset> cls
     if (n >= 2 * Lanes) {
         const Offset* const cls_ext = cls_at.data();  // columns j .. j + Lanes - 1 without a wrap
 #ifdef PTWM_F8_WIDE_AVX512
-        if (has_avx512()) {
+        // Where the AVX2 rounds gather by scalar loads (off Intel), they
+        // run on AVX-512 CPUs too. On Zen 4 a 16-lane vpgatherdd issues
+        // once per 8.1 TSC cycles, 16 scalar loads with their inserts once
+        // per 5.0 (a microbenchmark), which pays for the AVX2 rounds'
+        // extra extracts and shuffles: they decoded every FP8 file as fast
+        // as the AVX-512 rounds or faster, the one-class and column-class
+        // files 0.4-3.5% (movenet / posenet E5M2 2553 / 2405 -> 2629 /
+        // 2491 MB/s, esrgan E5M2 2738 -> 2773), the row-class ones 0-2%
+        // (one thread, in memory, medians of 9 alternated runs). Tests
+        // still force the AVX-512 rounds by their gather width.
+        if (has_avx512() && !srans::avx2::gathers_by_loads()) {
             const auto rounds = [&]<bool Gather16>() {
                 const auto with = [&]<bool Classes, bool Rows>() {
                     return decode_state_signs_avx512<Classes, Rows, Gather16, Lanes, Offset>(
