@@ -21,6 +21,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 SOURCE_ROOT = os.environ.get("PTWMFS_SOURCE_ROOT",
                              os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -275,6 +276,25 @@ class SeaweedFS:
         for p in reversed(self.processes):
             p.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def seaweedfs_for_class(cls, prefix):
+    """In a TestCase's setUpClass: cls.tmp (a new directory, a Path),
+    cls.cluster (SeaweedFS holding the bucket "models") and its AWS_*
+    variables set in this process's environment for the daemons and tools
+    the tests start. All undone by class cleanups, which run even when
+    setUpClass fails half way (tearDownClass would not)."""
+    cls.tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+    saved = dict(os.environ)
+
+    def restore_environment():
+        os.environ.clear()
+        os.environ.update(saved)
+    cls.addClassCleanup(restore_environment)
+    cls.cluster = cls.enterClassContext(SeaweedFS())
+    os.environ.update({k: v for k, v in cls.cluster.env().items() if k.startswith("AWS_")})
+    cls.cluster.make_bucket("models")
 
 
 class Nginx:

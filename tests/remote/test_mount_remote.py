@@ -366,38 +366,22 @@ class MountOverS3(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = Path(tempfile.mkdtemp(prefix="ptwm-s3mount-"))
-        cls.cluster = rt.SeaweedFS().__enter__()
-        try:
-            cls.saved_env = dict(os.environ)
-            env = cls.cluster.env()
-            os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
-            cls.cluster.make_bucket("models")
-            if CORPUS.is_dir():
-                cls.src = CORPUS
-            else:
-                cls.src = cls.tmp / "model"
-                mt.make_model.make_model(str(cls.src), seed=7, scale=2)
-            cls.url = "s3://models/corpus"
-            subprocess.run([TOOL, "pack", cls.src, cls.url], check=True, capture_output=True)
-            cls.big = max(files_below(cls.src), key=lambda p: os.path.getsize(cls.src / p))
-            # 40 MiB stored: a read of its first megabytes leaves most of it
-            # unfetched, even with a fetch-ahead window in flight.
-            cls.window_src = cls.tmp / "window"
-            cls.window_src.mkdir()
-            write_random_checkpoint(cls.window_src / "random.safetensors", 40, seed=3)
-            cls.window_url = "s3://models/window"
-            subprocess.run([TOOL, "pack", cls.window_src, cls.window_url], check=True, capture_output=True)
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cluster.__exit__(None, None, None)
-        os.environ.clear()
-        os.environ.update(cls.saved_env)
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+        rt.seaweedfs_for_class(cls, "ptwm-s3mount-")
+        if CORPUS.is_dir():
+            cls.src = CORPUS
+        else:
+            cls.src = cls.tmp / "model"
+            mt.make_model.make_model(str(cls.src), seed=7, scale=2)
+        cls.url = "s3://models/corpus"
+        subprocess.run([TOOL, "pack", cls.src, cls.url], check=True, capture_output=True)
+        cls.big = max(files_below(cls.src), key=lambda p: os.path.getsize(cls.src / p))
+        # 40 MiB stored: a read of its first megabytes leaves most of it
+        # unfetched, even with a fetch-ahead window in flight.
+        cls.window_src = cls.tmp / "window"
+        cls.window_src.mkdir()
+        write_random_checkpoint(cls.window_src / "random.safetensors", 40, seed=3)
+        cls.window_url = "s3://models/window"
+        subprocess.run([TOOL, "pack", cls.window_src, cls.window_url], check=True, capture_output=True)
 
     def options(self, cache, extra=""):
         return f"disk_cache={cache},remote_timeout=30" + (f",{extra}" if extra else "")

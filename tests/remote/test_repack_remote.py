@@ -9,7 +9,6 @@ that the prefix holds no tree."""
 import errno
 import json
 import os
-import shutil
 import signal
 import struct
 import subprocess
@@ -48,22 +47,7 @@ def write_checkpoint(path, megabytes, seed, flip=False):
 class RepackRemote(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = Path(tempfile.mkdtemp(prefix="ptwm-repack-"))
-        cls.cluster = rt.SeaweedFS().__enter__()
-        try:
-            cls.saved_env = dict(os.environ)
-            os.environ.update({k: v for k, v in cls.cluster.env().items() if k.startswith("AWS_")})
-            cls.cluster.make_bucket("models")
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cluster.__exit__(None, None, None)
-        os.environ.clear()
-        os.environ.update(cls.saved_env)
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+        rt.seaweedfs_for_class(cls, "ptwm-repack-")
 
     def fresh(self, name):
         return Path(tempfile.mkdtemp(prefix=name + "-", dir=self.tmp))
