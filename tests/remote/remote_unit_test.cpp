@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -344,6 +347,35 @@ TEST(SharedError, KeepsRemoteErrorsStatusAndTransience) {
         EXPECT_FALSE(e.transient());
     } catch (...) {
         ADD_FAILURE() << "ObjectChanged came back as another class";
+    }
+}
+
+// A request that cannot reach its server names the host and port it went
+// to: for s3:// that is BUCKET.ENDPOINT or ENDPOINT, which the user's URL
+// does not show.
+TEST(HttpClient, AConnectionRefusedNamesTheHostItWentTo) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    ::close(fd);  // bound and closed: a port nothing listens on
+    const std::string host = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    HttpClient client(std::nullopt, RetryPolicy{0.3, 0.05, 0.1});
+    HttpRequest req;
+    req.method = "HEAD";
+    req.url = "http://" + host + "/models/a.ptwm";
+    req.what = "s3://models/a.ptwm";
+    try {
+        client.send(req);
+        ADD_FAILURE() << "a request to a closed port succeeded";
+    } catch (const RemoteError& e) {
+        EXPECT_NE(std::string(e.what()).find("s3://models/a.ptwm: HEAD failed"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("(" + host + ")"), std::string::npos) << e.what();
+        EXPECT_TRUE(e.transient());
     }
 }
 

@@ -59,6 +59,17 @@ std::string header_value(CURL* handle, const char* name) {
     return "";
 }
 
+// The host (and port) of a URL, said with a failure to resolve it or to
+// connect to it: the message names the object by the URL the user gave
+// (s3://BUCKET/KEY), and a virtual-hosted request goes to BUCKET.ENDPOINT,
+// a name the user never wrote.
+std::string url_authority(const std::string& url) {
+    const size_t scheme = url.find("://");
+    const size_t from = scheme == std::string::npos ? 0 : scheme + 3;
+    const size_t end = url.find_first_of("/?#", from);
+    return url.substr(from, end == std::string::npos ? std::string::npos : end - from);
+}
+
 bool retryable_curl_error(CURLcode code) {
     switch (code) {
     case CURLE_COULDNT_CONNECT:
@@ -212,6 +223,8 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
     }
     if (code != CURLE_OK) {
         transport_error = c.easy_strerror(code);
+        if (code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_COULDNT_CONNECT)
+            transport_error += " (" + url_authority(req.url) + ")";
         retryable = retryable_curl_error(code);
         return;
     }
