@@ -118,6 +118,19 @@ class ToolOnS3(unittest.TestCase):
             raise AssertionError(f"ptwmfs-tool {args} failed ({p.returncode}):\n{p.stdout}{p.stderr}")
         return p
 
+    def test_inspect_of_a_tree_url_says_what_it_reads(self):
+        # A tree's URL is no object: inspect said only "HTTP 404".
+        import numpy as np
+        tree = Path(tempfile.mkdtemp(prefix="inspected-", dir=self.tmp))
+        make_model.write_safetensors(str(tree / "w.safetensors"), [("w", "F32", [256], np.arange(256, dtype="<f4"))])
+        url = "s3://models/tree/inspected"
+        self.tool("pack", "-q", tree, url)
+        p = self.tool("inspect", url, check=False)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("404", p.stderr)
+        self.assertIn("inspect reads one store (URL/NAME.ptwm), and 'verify' a whole tree at a URL", p.stderr)
+        self.assertEqual(self.tool("inspect", f"{url}/w.safetensors.ptwm").returncode, 0)
+
     def test_pack_to_s3_then_unpack_and_verify_byte_identical(self):
         url = "s3://models/tree/v1"
         # 5M parts: the F32 corpus store goes up as a multipart upload.

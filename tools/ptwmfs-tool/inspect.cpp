@@ -14,6 +14,7 @@
 #include "progress.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/utf8.hpp"
+#include "ptwm/remote/http_client.hpp"
 #include "ptwm/store/plane_stats.hpp"
 #include "ptwm/store/scale_pairs.hpp"
 #include "ptwm/store/store_reader.hpp"
@@ -76,7 +77,17 @@ int inspect_main(Args& args) {
     refuse_unused(remote, {path});
     if (std::error_code ec; !is_url(path) && std::filesystem::is_directory(path, ec))
         throw Error(path + ": a directory; inspect reads one store (NAME.ptwm), and 'verify' a whole tree");
-    const auto store = open_store(path, remote);
+    const auto store = [&] {
+        try {
+            return open_store(path, remote);
+        } catch (const remote::RemoteError& e) {
+            // A tree's URL (s3://BUCKET/PREFIX) is no object: say what it may be.
+            if (e.status() == 404 && !url_names_store(path))
+                throw Error(std::string(e.what()) +
+                            "; inspect reads one store (URL/NAME.ptwm), and 'verify' a whole tree at a URL");
+            throw;
+        }
+    }();
     const auto& tensors = store->header().tensors;
 
     Progress progress;  // a bar on stderr while it decodes (a terminal only)
