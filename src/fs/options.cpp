@@ -138,7 +138,7 @@ void print_usage(const char* program) {
         "    -o region=R            S3 region (default $AWS_REGION, ~/.aws/config)\n"
         "    -o profile=P           profile of ~/.aws/credentials and config\n"
         "    -o remote_timeout=S    a read retries for up to S seconds, then fails with EIO (60)\n"
-        "    -o fetch_ahead=SIZE    fetched ahead of a sequential reader, in the background (16M; 0: none)\n"
+        "    -o fetch_ahead=SIZE    fetched ahead of a sequential reader, in the background (16M, at most 1G; 0: none)\n"
         "    -o fetch_connections=N background range GETs in flight at once, 1-1024 (8)\n"
         "\n",
         program);
@@ -340,6 +340,15 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         }
         if (remote_timeout) options.remote_timeout = static_cast<double>(*remote_timeout);
         if (!size_option(fetch_ahead.get(), "fetch_ahead", options.fetch_ahead)) return ParseOutcome::exit_failure;
+        // A window is held in memory while its reader catches up, and the
+        // process's fetched blocks are bounded at twice one file's most:
+        // 100G had set that bound to 214 GB.
+        constexpr uint64_t kMaxFetchAhead = 1ull << 30;
+        if (options.fetch_ahead > kMaxFetchAhead) {
+            fprintf(stderr, "ptwmfs: fetch_ahead takes at most 1G (held in memory while its reader catches up), not %s\n",
+                    raw.fetch_ahead);
+            return ParseOutcome::exit_failure;
+        }
         // Each is a thread of its own (FetchPool), with a connection and a
         // disk-cache file open: as many as workers may have, and counted in
         // the descriptor check (descriptor_limit.hpp).

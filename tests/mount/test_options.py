@@ -57,7 +57,10 @@ class RefusedOptions(unittest.TestCase):
                                  "fetch_ahead=0 turns fetch-ahead off), not 1025"),
                                 ("fetch_connections=2147483647", "(and at most 1024, a thread each; "),
                                 ("fetch_connections=4x", "bad fetch_connections '4x': expected a whole number"),
-                                ("fetch_connections=+4", "bad fetch_connections '+4': expected a whole number")]:
+                                ("fetch_connections=+4", "bad fetch_connections '+4': expected a whole number"),
+                                # Held in memory: 100G had set a 214 GB bound on fetched blocks.
+                                ("fetch_ahead=2G", "fetch_ahead takes at most 1G (held in memory while its reader "
+                                                   "catches up), not 2G")]:
             args = [executable("PTWMFS"), "s3://bucket/prefix", self.mountpoint, "-o", option]
             result, mounted = run_not_mounting(args, self.mountpoint)
             self.assertNotEqual(result.returncode, 0, option)
