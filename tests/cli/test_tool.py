@@ -440,6 +440,10 @@ class ToolTest(unittest.TestCase):
     def test_usage_errors_exit_2_and_help_exits_0(self):
         self.assertEqual(run("pack", check=False).returncode, 2)
         self.assertEqual(run("pack", "--level", "12", "a", "b", check=False).returncode, 2)
+        # Upload options with a local DST did nothing, silently.
+        p = run("pack", "--parallel", "2", "a", "b", check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--parallel is for an s3:// DST, and b is local", p.stderr)
         for cmd in ["pack", "unpack", "verify"]:
             # 2^32 + 1 must not wrap to one thread, nor 100000 start that many.
             for threads in ["100000", "4294967297"]:

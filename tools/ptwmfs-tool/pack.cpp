@@ -152,8 +152,10 @@ int pack_main(Args& args) {
         copy_bad = value == "copy";
     }
     const bool quiet = args.flag("quiet", "q");
+    std::string upload_option;  // the first of --parallel and --part-size given (they shape an upload)
     unsigned parallel = 4;
     if (args.option("parallel", "", value)) {
+        upload_option = "--parallel";
         const uint64_t n = parse_count(value, "--parallel");
         if (n < 1 || n > kMaxParallel) throw UsageError{"--parallel takes 1 to " + std::to_string(kMaxParallel) + ", not " + value};
         parallel = static_cast<unsigned>(n);
@@ -161,6 +163,7 @@ int pack_main(Args& args) {
     const bool write_manifest = args.flag("manifest");
     uint64_t part_bytes = 16ull << 20;
     if (args.option("part-size", "", value)) {
+        if (upload_option.empty()) upload_option = "--part-size";
         const auto size = parse_size(value);
         if (!size || *size < (5ull << 20) || *size > (5ull << 30))
             throw UsageError{"--part-size takes 5M to 5G, not '" + value + "'"};
@@ -169,6 +172,8 @@ int pack_main(Args& args) {
     const RemoteOptions remote = remote_options(args);
     const auto pos = args.positionals(2, 2);
     refuse_unused(remote, pos);
+    if (!upload_option.empty() && !is_url(pos[1]))
+        throw UsageError{upload_option + " is for an s3:// DST, and " + pos[1] + " is local"};
     const fs::path src = pos[0];
     fs::path dst = pos[1];
     std::error_code ec;
