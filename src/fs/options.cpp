@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <cstdlib>
 #include <memory>
 #include <utility>
@@ -315,7 +316,22 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
                 source.c_str(), scheme.c_str());
         return ParseOutcome::exit_failure;
     }
+    // Options that would be ignored, bad values too (fetch_ahead=abc
+    // mounted): whoever gave one expected it to do something.
+    const auto refused = [&](std::initializer_list<std::pair<const char*, const char*>> given, const char* takers,
+                             const std::string& not_this) {
+        for (const auto& [name, text] : given) {
+            if (text == nullptr) continue;
+            fprintf(stderr, "ptwmfs: -o %s=%s: only %s take it, not %s\n", name, text, takers, not_this.c_str());
+            return true;
+        }
+        return false;
+    };
     options.remote = ptwm::remote::is_remote_url(source);
+    if (options.remote && !ptwm::remote::parse_remote_url(source)->is_s3() &&
+        refused({{"s3_endpoint", raw.s3_endpoint}, {"region", raw.region}, {"profile", raw.profile}}, "s3:// stores",
+                source))
+        return ParseOutcome::exit_failure;
     if (options.remote) {
         options.store_dir = source;
         if (disk_cache) {
@@ -362,20 +378,12 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         }
         if (fetch_connections) options.fetch_connections = static_cast<unsigned>(*fetch_connections);
     } else {
-        // They would be ignored, bad values too (fetch_ahead=abc mounted):
-        // whoever gave one expected it to do something.
-        const std::pair<const char*, const char*> remote_only[] = {
-            {"disk_cache", raw.disk_cache},         {"disk_cache_size", raw.disk_cache_size},
-            {"s3_endpoint", raw.s3_endpoint},       {"region", raw.region},
-            {"profile", raw.profile},               {"remote_timeout", raw.remote_timeout},
-            {"fetch_ahead", raw.fetch_ahead},       {"fetch_connections", raw.fetch_connections},
-        };
-        for (const auto& [name, text] : remote_only) {
-            if (text == nullptr) continue;
-            fprintf(stderr, "ptwmfs: -o %s=%s: only s3:// and https:// stores take it, not the directory %s\n", name,
-                    text, source.c_str());
+        if (refused({{"disk_cache", raw.disk_cache}, {"disk_cache_size", raw.disk_cache_size},
+                     {"s3_endpoint", raw.s3_endpoint}, {"region", raw.region}, {"profile", raw.profile},
+                     {"remote_timeout", raw.remote_timeout}, {"fetch_ahead", raw.fetch_ahead},
+                     {"fetch_connections", raw.fetch_connections}},
+                    "s3:// and https:// stores", "the directory " + source))
             return ParseOutcome::exit_failure;
-        }
         // Absolute: the daemon changes directory to / when it detaches.
         std::unique_ptr<char, decltype(&free)> resolved(realpath(store_dir.get(), nullptr), &free);
         if (resolved == nullptr) {

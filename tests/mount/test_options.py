@@ -80,6 +80,17 @@ class RefusedOptions(unittest.TestCase):
             self.assert_refused(self.mountpoint, option,
                                 f"-o {option}: only s3:// and https:// stores take it, not the directory {self.store}")
 
+    def test_s3_options_on_an_https_url(self):
+        # An https:// tree is read unsigned: they were ignored. (Refused while
+        # parsing, before any request: no server needed.)
+        url = "https://127.0.0.1:9/models/"
+        for option in ["region=eu-west-1", "profile=prod", "s3_endpoint=http://127.0.0.1:9"]:
+            args = [executable("PTWMFS"), url, self.mountpoint, "-o", option]
+            result, mounted = run_not_mounting(args, self.mountpoint)
+            self.assertNotEqual(result.returncode, 0, result.stderr)
+            self.assertIn(f"-o {option}: only s3:// stores take it, not {url}", result.stderr)
+            self.assertFalse(mounted)
+
     def test_unknown_option_before_the_scan(self):
         # Found by libfuse only after the scan: with a remote store whose
         # server is down, the manifest's failed GET (after remote_timeout)
