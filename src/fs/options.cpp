@@ -328,11 +328,12 @@ ParseOutcome parse_options(fuse_args& args, Options& options) {
         return false;
     };
     options.remote = ptwm::remote::is_remote_url(source);
-    if (options.remote && !ptwm::remote::parse_remote_url(source)->is_s3() &&
-        refused({{"s3_endpoint", raw.s3_endpoint}, {"region", raw.region}, {"profile", raw.profile}}, "s3:// stores",
-                source))
-        return ParseOutcome::exit_failure;
     if (options.remote) {
+        // An https:// or http:// tree is read unsigned.
+        if (!ptwm::remote::parse_remote_url(source)->is_s3() &&
+            refused({{"s3_endpoint", raw.s3_endpoint}, {"region", raw.region}, {"profile", raw.profile}},
+                    "s3:// stores", source))
+            return ParseOutcome::exit_failure;
         options.store_dir = source;
         if (disk_cache) {
             // Absolute even when it does not exist yet: the daemon changes

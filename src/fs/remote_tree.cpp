@@ -46,9 +46,10 @@ struct ManifestVersion {
     // gone or another version now; a server that cannot be reached passes.
     void require_unchanged(ObjectStore& store, const ptwm::remote::HttpSource& opened) {
         if (!known || opened.opened_offline()) return;
+        const ptwm::remote::HttpRequest head = store.request("HEAD", where);
         ptwm::remote::HttpResponse resp;
         try {
-            resp = store.client().send(store.request("HEAD", where));
+            resp = store.client().send(head);
         } catch (const ptwm::remote::RemoteError& e) {
             if (e.transient()) return;  // offline: the cached object is served as before
             throw;
@@ -57,8 +58,7 @@ struct ManifestVersion {
         if (resp.status == 404)
             now = "gone (a pack is replacing the tree)";
         else if (resp.status >= 300)
-            throw ptwm::remote::RemoteError(store.client().describe_failure(store.request("HEAD", where), resp),
-                                            resp.status, false);
+            throw store.client().failure(head, resp);
         else if ((!etag.empty() && resp.etag != etag) || (!last_modified.empty() && resp.last_modified != last_modified))
             now = "another version (" + (resp.etag.empty() ? resp.last_modified : resp.etag) + ")";
         if (now.empty()) return;
@@ -85,8 +85,7 @@ Manifest fetch_manifest(ObjectStore& store, DiskCache* cache, ManifestVersion& v
         if (cache) cache->put(manifest_key(store), bytes);
     } catch (const ptwm::remote::RemoteError& e) {
         std::optional<std::vector<uint8_t>> cached;
-        // (S3 answers a missing bucket with a 404 too: said as such.)
-        if (e.status() == 404 && std::string(e.what()).find("no such bucket") == std::string::npos)
+        if (e.object_missing())  // (a missing bucket is said as such)
             throw ptwm::Error(store.root().text + ": no packed tree here (no " + ptwm::remote::kManifestName + ")");
         if (!e.transient() || !cache || !(cached = cache->get(manifest_key(store)))) throw;
         log_error("%s; mounting from the disk cache", e.what());

@@ -340,6 +340,14 @@ TEST(SharedError, KeepsRemoteErrorsStatusAndTransience) {
         EXPECT_TRUE(e.transient());
     }
     try {
+        shared(RemoteError("s3://m/a.ptwm: HTTP 404 NoSuchBucket: no such bucket", 404, false, "NoSuchBucket")).raise();
+    } catch (const RemoteError& e) {
+        EXPECT_EQ(e.code(), "NoSuchBucket");
+        EXPECT_FALSE(e.object_missing()) << "a missing bucket taken for a missing object";
+    }
+    EXPECT_TRUE(RemoteError("s3://m/a.ptwm: HTTP 404 NoSuchKey: no such object", 404, false, "NoSuchKey").object_missing());
+    EXPECT_TRUE(RemoteError("https://h/a.ptwm: HTTP 404: no such object", 404, false).object_missing());
+    try {
         shared(ObjectChanged("s3://m/a.ptwm: the object changed")).raise();
     } catch (const ObjectChanged& e) {
         EXPECT_STREQ(e.what(), "s3://m/a.ptwm: the object changed");

@@ -108,8 +108,7 @@ RemoteTree open_remote_tree(const std::string& url_text, const RemoteOptions& op
     try {
         bytes = t.store->get(where);
     } catch (const remote::RemoteError& e) {
-        // (S3 answers a missing bucket with a 404 too: said as such.)
-        if (e.status() == 404 && std::string(e.what()).find("no such bucket") == std::string::npos)
+        if (e.object_missing())  // (a missing bucket is said as such)
             throw Error(url_text + ": no packed tree here (no " + remote::kManifestName + "; " +
                         (url_text.rfind("s3://", 0) == 0 ? "'ptwmfs-tool pack SRC " + url_text + "'"
                                                          : "'ptwmfs-tool pack --manifest SRC DIR'") +

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ptwm/base/error.hpp"
@@ -19,21 +20,27 @@
 namespace ptwm::remote {
 
 // A request that failed for good: an HTTP error, or the deadline passed
-// while the server could not be reached. `transient` says which.
+// while the server could not be reached. `transient` says which; `code` is
+// S3's <Code> of an error answer ("NoSuchBucket"), or "".
 class RemoteError : public Error {
 public:
-    RemoteError(const std::string& what, long status, bool transient)
-        : Error(what), status_(status), transient_(transient) {}
+    RemoteError(const std::string& what, long status, bool transient, std::string code = "")
+        : Error(what), status_(status), transient_(transient), code_(std::move(code)) {}
     long status() const { return status_; }
     bool transient() const { return transient_; }
+    const std::string& code() const { return code_; }
+    // The object is not there (its bucket is: S3 answers a missing bucket
+    // with a 404 too).
+    bool object_missing() const { return status_ == 404 && code_ != "NoSuchBucket"; }
     std::shared_ptr<const Error> clone() const override {
-        return std::make_shared<RemoteError>(what(), status_, transient_);
+        return std::make_shared<RemoteError>(what(), status_, transient_, code_);
     }
-    [[noreturn]] void throw_copy() const override { throw RemoteError(what(), status_, transient_); }
+    [[noreturn]] void throw_copy() const override { throw RemoteError(what(), status_, transient_, code_); }
 
 private:
     long status_;
     bool transient_;
+    std::string code_;
 };
 
 // An object answered with another ETag than the one it was opened with:
@@ -98,8 +105,9 @@ public:
     // send(), then a RemoteError saying what went wrong for a status >= 300
     // (wrong credentials, no such object, changed object, ...).
     HttpResponse send_ok(const HttpRequest& request);
-    // The message for a failed response: "WHAT: access denied (HTTP 403, InvalidAccessKeyId): ...".
-    std::string describe_failure(const HttpRequest& request, const HttpResponse& response) const;
+    // The error for a failed response (status >= 300), with its status and
+    // S3 code: "WHAT: access denied (HTTP 403, InvalidAccessKeyId): ...".
+    RemoteError failure(const HttpRequest& request, const HttpResponse& response) const;
 
     const std::optional<S3Config>& s3() const { return s3_; }
     const RetryPolicy& policy() const { return policy_; }
@@ -108,6 +116,7 @@ public:
 
 private:
     struct Attempt;
+    std::string describe_failure(const HttpRequest& request, const HttpResponse& response) const;
     void* acquire_handle();
     void release_handle(void* handle);
     // One attempt; fills `response` or sets `transport_error`.

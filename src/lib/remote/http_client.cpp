@@ -325,9 +325,13 @@ std::string HttpClient::describe_failure(const HttpRequest& req, const HttpRespo
     return what;
 }
 
+RemoteError HttpClient::failure(const HttpRequest& req, const HttpResponse& resp) const {
+    return RemoteError(describe_failure(req, resp), resp.status, false, resp.error_code());
+}
+
 HttpResponse HttpClient::send_ok(const HttpRequest& req) {
     HttpResponse resp = send(req);
-    if (resp.status >= 300) throw RemoteError(describe_failure(req, resp), resp.status, false);
+    if (resp.status >= 300) throw failure(req, resp);
     return resp;
 }
 

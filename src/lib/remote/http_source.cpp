@@ -375,7 +375,7 @@ void HttpSource::Blocks::fetch_run(uint64_t first, uint64_t last, Block* into) c
         if (!change_logged_.exchange(true)) std::fprintf(stderr, "ptwmfs: %s\n", what.c_str());  // once an object
         throw ObjectChanged(what);
     }
-    if (resp.status >= 300) throw RemoteError(store_->client().describe_failure(req, resp), resp.status, false);
+    if (resp.status >= 300) throw store_->client().failure(req, resp);
     if (resp.status == 200 && begin != 0)
         throw Error(object_.text + ": the server ignored the byte range " + std::to_string(begin) + "-" +
                     std::to_string(end - 1));

@@ -29,7 +29,7 @@ bool ObjectStore::exists(const RemoteUrl& object) {
     const HttpRequest r = request("HEAD", object);
     const HttpResponse resp = client_->send(r);
     if (resp.status == 404) return false;
-    if (resp.status >= 300) throw RemoteError(client_->describe_failure(r, resp), resp.status, false);
+    if (resp.status >= 300) throw client_->failure(r, resp);
     return true;
 }
 
