@@ -14,6 +14,7 @@
 #include "ptwm/base/error.hpp"
 #include "ptwm/remote/http_source.hpp"
 #include "ptwm/remote/manifest.hpp"
+#include "ptwm/remote/manifest_version.hpp"
 #include "ptwm/store/store_names.hpp"
 #include "ptwm/store/store_reader.hpp"
 #include "tree.hpp"
@@ -28,43 +29,29 @@ using ptwm::remote::ObjectStore;
 
 std::string manifest_key(const ObjectStore& store) { return std::string("manifest\n") + store.root().text; }
 
-// The version of the manifest a mount was built from. Pack writes the
-// manifest last and deletes it before replacing any object, so an object
-// whose HEAD came before a HEAD of the manifest that still finds this
-// version is the object the mounted tree was packed with. Checked once per
-// object, when it is opened (its first read): an object first read after
-// the tree was packed again would otherwise be served from the new tree
-// beside the old tree's objects opened before it (shard 1 of one
-// checkpoint, shard 2 of the next), with no error.
-struct ManifestVersion {
-    ptwm::remote::RemoteUrl where;
-    std::string etag, last_modified;
-    bool known = false;  // false: from the disk cache, or the server sends neither
+// The version of the manifest a mount was built from
+// (ptwm::remote::ManifestVersion says why it is asked for), checked once per
+// object, when it is opened (its first read).
+struct MountedVersion {
+    ptwm::remote::ManifestVersion version;
+    bool from_server = false;  // false: from the disk cache
     std::atomic<bool> logged{false};
 
     // Throws ObjectChanged (the read fails with EIO) when the manifest is
     // gone or another version now; a server that cannot be reached passes.
     void require_unchanged(ObjectStore& store, const ptwm::remote::HttpSource& opened) {
-        if (!known || opened.opened_offline()) return;
-        const ptwm::remote::HttpRequest head = store.request("HEAD", where);
-        ptwm::remote::HttpResponse resp;
+        if (!from_server || opened.opened_offline()) return;
+        std::optional<std::string> now;
         try {
-            resp = store.client().send(head);
+            now = version.change(store);
         } catch (const ptwm::remote::RemoteError& e) {
             if (e.transient()) return;  // offline: the cached object is served as before
             throw;
         }
-        std::string now;
-        if (resp.status == 404)
-            now = "gone (a pack is replacing the tree)";
-        else if (resp.status >= 300)
-            throw store.client().failure(head, resp);
-        else if ((!etag.empty() && resp.etag != etag) || (!last_modified.empty() && resp.last_modified != last_modified))
-            now = "another version (" + (resp.etag.empty() ? resp.last_modified : resp.etag) + ")";
-        if (now.empty()) return;
-        const std::string what = opened.name() + ": the tree was packed again since it was mounted (" + where.text +
-                                 " is " + now + "); objects first read since then fail rather than mix two trees: "
-                                 "mount it again";
+        if (!now) return;
+        const std::string what = opened.name() + ": the tree was packed again since it was mounted (" +
+                                 version.where.text + " is " + *now +
+                                 "); objects first read since then fail rather than mix two trees: mount it again";
         if (!logged.exchange(true)) log_error("%s", what.c_str());
         throw ptwm::remote::ObjectChanged(what);
     }
@@ -72,16 +59,12 @@ struct ManifestVersion {
 
 // The manifest from the server, kept in the disk cache; the cached one when
 // the server cannot be reached.
-Manifest fetch_manifest(ObjectStore& store, DiskCache* cache, ManifestVersion& version) {
+Manifest fetch_manifest(ObjectStore& store, DiskCache* cache, MountedVersion& mounted) {
     const auto where = store.object(ptwm::remote::kManifestName);
-    version.where = where;
     std::vector<uint8_t> bytes;
     try {
-        const ptwm::remote::HttpResponse resp = store.client().send_ok(store.request("GET", where));
-        bytes.assign(resp.body.begin(), resp.body.end());
-        version.etag = resp.etag;
-        version.last_modified = resp.last_modified;
-        version.known = !resp.etag.empty() || !resp.last_modified.empty();
+        bytes = ptwm::remote::ManifestVersion::fetch(store, mounted.version);
+        mounted.from_server = true;
         if (cache) cache->put(manifest_key(store), bytes);
     } catch (const ptwm::remote::RemoteError& e) {
         std::optional<std::vector<uint8_t>> cached;
@@ -160,7 +143,7 @@ Tree Tree::load_remote(std::shared_ptr<ObjectStore> store, std::shared_ptr<DiskC
         return tree;
     }
 
-    auto version = std::make_shared<ManifestVersion>();
+    auto version = std::make_shared<MountedVersion>();
     const Manifest manifest = fetch_manifest(*store, cache.get(), *version);
     std::map<std::string, fuse_ino_t> dirs{{"", FUSE_ROOT_ID}};
     std::map<std::pair<fuse_ino_t, std::string>, size_t> shown;  // (directory, name) -> its place among the children

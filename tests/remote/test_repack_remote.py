@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Against SeaweedFS on loopback: a tree packed again under a live mount is
 never mixed into it (objects first read after the re-pack fail with EIO,
-one log line; a fresh mount shows the new tree whole); a relative
+one log line; a fresh mount shows the new tree whole), and unpack or
+verify of it fail rather than read two trees as one; a relative
 disk_cache= holds the blocks after the daemon detaches; pack refuses a file
 named as the manifest; a missing bucket is said as such; the disk cache's
 byte count follows the damaged entries it drops; an interrupted re-pack says
@@ -96,6 +97,34 @@ class RepackRemote(unittest.TestCase):
         with mt.Mount(url, f"disk_cache={cache},remote_timeout=10") as m:
             for name in os.listdir(v2):
                 self.assertEqual(mt.sha256_read(m / name), mt.sha256_read(v2 / name), name)
+
+    def test_unpack_and_verify_of_a_tree_packed_again_meanwhile_fail(self):
+        # They read the tree an object at a time, in the manifest's order.
+        # The first object's answer (unpack: config.json; verify, which
+        # reads only stores without --against: the first shard, one GET of
+        # a block) is held back while the other version is packed over the
+        # tree, so the shards that follow are the new tree's: a mix, which
+        # unpack wrote out and verify passed, exit 0, before the manifest
+        # was asked for again after the last object.
+        v1, v2 = self.two_versions()
+        url = "s3://models/read-meanwhile"
+        out = self.fresh("out") / "unpacked"
+        with rt.Proxy(self.cluster.endpoint) as proxy:
+            for command, first, old, new in ((["unpack", url, out], "config.json", v1, v2),
+                                             (["verify", url], "model-00001", v2, v1)):
+                subprocess.run([TOOL, "pack", "-q", old, url], check=True)
+                proxy.fault("delay_after", "GET", first, seconds=6)
+                p = subprocess.Popen([TOOL, *command, "--s3-endpoint", proxy.url, "--remote-timeout", "30"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                try:
+                    self.assertTrue(proxy.faulted.wait(60), f"{first} was never read")
+                    subprocess.run([TOOL, "pack", "-q", new, url], check=True)
+                finally:
+                    stdout, stderr = p.communicate(timeout=120)
+                self.assertEqual(p.returncode, 1, stdout + stderr)
+                self.assertIn("the tree was packed again while it was read", stdout + stderr)
+                self.assertIn("run again", stdout + stderr)
+                self.assertFalse(out.exists(), "unpack left a tree that may mix two")
 
     def test_a_relative_disk_cache_holds_blocks_after_the_daemon_detaches(self):
         src = self.fresh("src")

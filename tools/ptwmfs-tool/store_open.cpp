@@ -103,10 +103,9 @@ std::vector<uint8_t> RemoteTree::get(const std::string& relative, uint64_t size)
 RemoteTree open_remote_tree(const std::string& url_text, const RemoteOptions& options) {
     RemoteTree t;
     t.store = std::make_shared<remote::ObjectStore>(must_parse(url_text), options.s3, options.retry);
-    const remote::RemoteUrl where = t.store->object(remote::kManifestName);
     std::vector<uint8_t> bytes;
     try {
-        bytes = t.store->get(where);
+        bytes = remote::ManifestVersion::fetch(*t.store, t.version);
     } catch (const remote::RemoteError& e) {
         if (e.object_missing())  // (a missing bucket is said as such)
             throw Error(url_text + ": no packed tree here (no " + remote::kManifestName + "; " +
@@ -115,8 +114,14 @@ RemoteTree open_remote_tree(const std::string& url_text, const RemoteOptions& op
                         " writes one)");
         throw;
     }
-    t.manifest = remote::Manifest::parse(bytes, where.text);
+    t.manifest = remote::Manifest::parse(bytes, t.version.where.text);
     return t;
+}
+
+void RemoteTree::require_unchanged() const {
+    if (const auto now = version.change(*store))
+        throw Error(store->root().text + ": the tree was packed again while it was read (" + version.where.text +
+                    " is " + *now + "), so what was read may mix two trees: run again once the pack is done");
 }
 
 }  // namespace ptwm::tool

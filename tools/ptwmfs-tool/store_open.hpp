@@ -10,6 +10,7 @@
 
 #include "command.hpp"
 #include "ptwm/remote/manifest.hpp"
+#include "ptwm/remote/manifest_version.hpp"
 #include "ptwm/remote/object_store.hpp"
 #include "ptwm/store/store_reader.hpp"
 
@@ -43,6 +44,7 @@ std::unique_ptr<StoreReader> open_store(const std::string& path_or_url, const Re
 struct RemoteTree {
     std::shared_ptr<remote::ObjectStore> store;
     remote::Manifest manifest;
+    remote::ManifestVersion version;  // of the manifest read
     std::unique_ptr<StoreReader> open_store(const std::string& relative) const;
     // A plain file's bytes, in order, by range GETs of bounded size (a whole
     // GET capped what a response may hold): sink(offset, bytes) a block at a
@@ -50,6 +52,10 @@ struct RemoteTree {
     void read(const std::string& relative, uint64_t size,
               const std::function<void(uint64_t, std::span<const uint8_t>)>& sink) const;
     std::vector<uint8_t> get(const std::string& relative, uint64_t size) const;
+    // Throws Error when the tree was packed again since its manifest was
+    // read: call after the last object was opened, before anything read is
+    // kept (a tree re-packed meanwhile can have been read as a mix of two).
+    void require_unchanged() const;
 };
 // Throws Error naming the URL when there is no manifest (not a packed tree).
 RemoteTree open_remote_tree(const std::string& url, const RemoteOptions& options);

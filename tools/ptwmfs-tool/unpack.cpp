@@ -137,6 +137,7 @@ int unpack_main(Args& args) {
                     file.commit();
                 }
             }
+            tree.require_unchanged();  // (nothing of DST is there yet)
             staged.commit();
         }
         print_summary();

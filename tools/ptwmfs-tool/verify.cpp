@@ -287,6 +287,11 @@ size_t verify_remote_tree(Verifier& v, Counterparts& originals, const std::strin
             }
         }
     }
+    try {
+        tree.require_unchanged();  // else the checks above may have read two trees
+    } catch (const Error& err) {
+        v.fail(err.what());
+    }
     return stores;
 }
 
