@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -385,6 +386,36 @@ TEST(HttpClient, AConnectionRefusedNamesTheHostItWentTo) {
         EXPECT_NE(std::string(e.what()).find("(" + host + ")"), std::string::npos) << e.what();
         EXPECT_TRUE(e.transient());
     }
+}
+
+// A host name the resolver says does not exist fails at once, as an
+// unreachable server (transient: a mount serves its disk cache), instead of
+// being retried for all of remote_timeout: a mistyped endpoint or bucket
+// waited 60 s to be told so.
+TEST(HttpClient, AHostNameThatDoesNotExistFailsAtOnce) {
+    const char* host = "no-such-host.invalid";  // RFC 6761: never resolves
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(host, nullptr, nullptr, &found);
+    if (found) ::freeaddrinfo(found);
+    if (rc != EAI_NONAME)
+        GTEST_SKIP() << "this machine's resolver does not answer that " << host << " does not exist (" << gai_strerror(rc)
+                     << "): nothing to test";
+    HttpClient client(std::nullopt, RetryPolicy{30, 0.05, 0.1});
+    HttpRequest req;
+    req.method = "HEAD";
+    req.url = std::string("http://") + host + ":8333/models/a.ptwm";
+    req.what = "s3://models/a.ptwm";
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        client.send(req);
+        ADD_FAILURE() << "a request to " << host << " succeeded";
+    } catch (const RemoteError& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string("(") + host + ":8333): the resolver says no such name"),
+                  std::string::npos) << e.what();
+        EXPECT_TRUE(e.transient());
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10)
+        << "retried until the 30 s deadline";
 }
 
 TEST(BlockMemory, KeepsTheMostRecentlyUsedWithinItsLimit) {

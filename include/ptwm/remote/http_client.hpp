@@ -119,9 +119,13 @@ private:
     std::string describe_failure(const HttpRequest& request, const HttpResponse& response) const;
     void* acquire_handle();
     void release_handle(void* handle);
-    // One attempt; fills `response` or sets `transport_error`.
+    // What a failed attempt calls for: another attempt; failing now; or
+    // failing now as an unreachable server does (a RemoteError that is
+    // transient(), so a mount serves its disk cache, but not retried).
+    enum class AfterFailure { kRetry, kFail, kFailUnreachable };
+    // One attempt; fills `response` or sets `transport_error` and `after`.
     void perform(void* handle, const HttpRequest& request, double timeout_seconds, HttpResponse& response,
-                 std::string& transport_error, bool& retryable);
+                 std::string& transport_error, AfterFailure& after);
 
     std::optional<S3Config> s3_;
     RetryPolicy policy_;

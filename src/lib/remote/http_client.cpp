@@ -2,6 +2,9 @@
 
 #include "remote/curl_library.hpp"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -89,6 +92,24 @@ bool retryable_curl_error(CURLcode code) {
     }
 }
 
+// Whether the resolver answers that `authority`'s host name does not exist
+// (EAI_NONAME: NXDOMAIN, or no such name in /etc/hosts), rather than that it
+// could not answer now (EAI_AGAIN: no DNS server reached). curl says "Couldn't
+// resolve host name" for both; only the second is worth retrying until the
+// deadline, and a mistyped endpoint or bucket would otherwise wait all of
+// remote_timeout (60 s) to be told so. Asked only after curl failed.
+bool resolver_says_no_such_name(const std::string& authority) {
+    std::string host = authority.substr(authority.rfind('@') == std::string::npos ? 0 : authority.rfind('@') + 1);
+    if (!host.empty() && host[0] == '[') return false;  // an IPv6 literal: nothing to resolve
+    host = host.substr(0, host.find(':'));
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+    if (found) ::freeaddrinfo(found);
+    return rc == EAI_NONAME;
+}
+
 bool retryable_status(long status) { return status == 429 || status == 408 || (status >= 500 && status < 600); }
 
 }  // namespace
@@ -139,7 +160,7 @@ void HttpClient::release_handle(void* handle) {
 }
 
 void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_seconds, HttpResponse& resp,
-                         std::string& transport_error, bool& retryable) {
+                         std::string& transport_error, AfterFailure& after) {
     CURL* h = static_cast<CURL*>(raw);
     const CurlLibrary& c = curl();
     c.easy_reset(h);
@@ -218,14 +239,18 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
                               ? "the server ignored the byte range and sent the whole object (HTTP 200, not 206 Partial "
                                 "Content): ptwmfs reads stores by range requests, which this server does not serve"
                               : "the server sent more bytes than asked for";
-        retryable = false;
+        after = AfterFailure::kFail;
         return;
     }
     if (code != CURLE_OK) {
         transport_error = c.easy_strerror(code);
         if (code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_COULDNT_CONNECT)
             transport_error += " (" + url_authority(req.url) + ")";
-        retryable = retryable_curl_error(code);
+        after = retryable_curl_error(code) ? AfterFailure::kRetry : AfterFailure::kFail;
+        if (code == CURLE_COULDNT_RESOLVE_HOST && resolver_says_no_such_name(url_authority(req.url))) {
+            transport_error += ": the resolver says no such name";
+            after = AfterFailure::kFailUnreachable;
+        }
         return;
     }
     c.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
@@ -235,8 +260,8 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
     c.easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
     resp.length_known = length >= 0;
     resp.content_length = length < 0 ? 0 : static_cast<uint64_t>(length);
-    retryable = retryable_status(resp.status);
-    if (retryable) transport_error = "HTTP " + std::to_string(resp.status);
+    after = retryable_status(resp.status) ? AfterFailure::kRetry : AfterFailure::kFail;
+    if (after == AfterFailure::kRetry) transport_error = "HTTP " + std::to_string(resp.status);
     // A part answered for a range must be that range: bytes from elsewhere
     // would be taken for it (and kept in the disk cache) whatever their length.
     if (req.range && resp.status == 206) {
@@ -249,7 +274,7 @@ void HttpClient::perform(void* raw, const HttpRequest& req, double timeout_secon
                               std::to_string(req.range->second) + " with " +
                               (got.empty() ? std::string("no Content-Range") : "'" + got + "'") + " and " +
                               std::to_string(resp.received) + " bytes";
-            retryable = true;  // as a server error: the next answer may be right
+            after = AfterFailure::kRetry;  // as a server error: the next answer may be right
         }
     }
 }
@@ -274,9 +299,9 @@ HttpResponse HttpClient::send(const HttpRequest& req) {
         void* handle = acquire_handle();
         HttpResponse resp;
         std::string error;
-        bool retryable = false;
+        AfterFailure after = AfterFailure::kFail;
         try {
-            perform(handle, req, remaining, resp, error, retryable);
+            perform(handle, req, remaining, resp, error, after);
         } catch (...) {
             release_handle(handle);
             throw;
@@ -284,9 +309,10 @@ HttpResponse HttpClient::send(const HttpRequest& req) {
         release_handle(handle);
         check_cancelled();  // (a transfer the progress callback cut is no server's failure)
         if (error.empty()) return resp;
-        if (!retryable) {
+        if (after != AfterFailure::kRetry) {
             stats_->failures.fetch_add(1, std::memory_order_relaxed);
-            throw RemoteError(req.what + ": " + req.method + " failed: " + error, resp.status, false);
+            throw RemoteError(req.what + ": " + req.method + " failed: " + error, resp.status,
+                              after == AfterFailure::kFailUnreachable);
         }
         last_error = error;
         stats_->retries.fetch_add(1, std::memory_order_relaxed);
