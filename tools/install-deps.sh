@@ -14,6 +14,7 @@ packages=(
   python3-venv python3-wheel python3-dev    # .venv for the pinned PyPI packages; zipnn builds from source
   iproute2 nginx-light openssl              # object-store tests: network namespaces, an HTTP(S) server, its certificate
   clang libclang-rt-14-dev                  # libFuzzer targets
+  strace                                    # cli test: the calls that put a packed tree on the disk
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -81,6 +81,39 @@ class ToolTest(unittest.TestCase):
         os.symlink("../model.safetensors", src / "sub" / "link.safetensors")
         return src
 
+    @unittest.skipUnless(shutil.which("strace"), "strace is not installed (tools/install-deps.sh installs it): "
+                         "the calls that put a tree on the disk are not checked")
+    def test_a_new_tree_is_synced_whole_before_it_gets_its_name(self):
+        # A staged tree is seen only once it is renamed into place, so its
+        # files need not be synced one by one (a journal commit each: 0.8 s
+        # for 201 small files): one syncfs, before that rename, puts them all
+        # on the disk. Written into a DST that exists, each file is seen as
+        # soon as it is renamed, so each is synced before.
+        src = self.model_dir()
+        for i in range(10):
+            (src / f"tok{i}.json").write_text(f'{{"i": {i}}}\n')
+        files = sum(1 for p in src.rglob("*") if p.is_file() and not p.is_symlink())
+
+        def traced(*args):
+            trace = self.tmp / "trace"
+            subprocess.run(["strace", "-f", "-qq", "-e", "trace=fsync,fdatasync,syncfs,rename,renameat,renameat2",
+                            "-o", trace, TOOL, *map(str, args)], check=True, capture_output=True)
+            calls = [line.split(None, 1)[1] for line in trace.read_text().splitlines() if "resumed" not in line]
+            return [c for c in calls if not c.startswith("+++")]
+
+        for command, dst in (("pack", self.tmp / "packed"), ("unpack", self.tmp / "unpacked")):
+            calls = traced(command, "-q", src if command == "pack" else self.tmp / "packed", dst)
+            syncs = [i for i, c in enumerate(calls) if c.startswith("syncfs(")]
+            into_place = [i for i, c in enumerate(calls) if c.startswith("rename") and f'"{dst}"' in c]
+            self.assertEqual(len(syncs), 1, f"{command}: {calls}")
+            self.assertEqual(len(into_place), 1, f"{command}: {calls}")
+            self.assertLess(syncs[0], into_place[0], f"{command}: the tree was named before it was synced: {calls}")
+            self.assertEqual([c for c in calls if c.startswith(("fsync(", "fdatasync("))], [], command)
+        self.assertEqual(subprocess.run(["diff", "-r", src, self.tmp / "unpacked"]).returncode, 0)
+        calls = traced("pack", "-q", src, self.tmp / "packed")  # in place now
+        self.assertEqual(sum(c.startswith("fsync(") for c in calls), files, calls)
+        self.assertFalse(any(c.startswith("syncfs(") for c in calls), calls)
+
     def test_directory_round_trip_keeps_every_file_and_link(self):
         src = self.model_dir()
         out = run("pack", "-j2", src, self.tmp / "packed").stdout

@@ -205,6 +205,9 @@ int pack_main(Args& args) {
     Progress progress;
     Totals totals;
     const auto start = std::chrono::steady_clock::now();
+    // A store or copy synced on its own, unless its tree is synced whole
+    // (staged) or is a temporary one for the upload.
+    Durability durability = upload ? Durability::kByCaller : Durability::kFsync;
     auto pack_one = [&](const fs::path& in, const SafetensorsHeader& header, const fs::path& out) {
         require_other_file(in, out);  // (a destination may link back into the source)
         // Said of the source: the store's name would otherwise come up in an
@@ -213,6 +216,7 @@ int pack_main(Args& args) {
             throw Error(in.string() + ": its store's name would be " + std::to_string(name.size()) +
                         " bytes, more than a file name may have (" + std::to_string(NAME_MAX) + "): rename it");
         PackOptions o = opt;
+        o.durability = durability;
         const std::string label = in.filename().string();
         o.progress = [&](uint64_t done, uint64_t total) { progress.update(label, done, total); };
         const PackResult r = pack_file(in, header, out, o);
@@ -230,10 +234,12 @@ int pack_main(Args& args) {
     // already a temporary one).
     std::optional<StagedDirectory> staged;
     if (fs::is_directory(src)) {
-        if (upload)
+        if (upload) {
             require_directory_dst();
-        else
+        } else {
             dst = staged.emplace(dst).path();
+            durability = staged->durability();
+        }
         mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {
             if (fs::is_symlink(in)) ++totals.links_followed;
             if (looks_like_safetensors(in) || has_suffix(in.string(), ".safetensors")) {
@@ -248,7 +254,7 @@ int pack_main(Args& args) {
                 if (!copy_bad) throw Error(bad);
                 std::fprintf(stderr, "ptwmfs-tool pack: warning: copying unchanged: %s\n", printable(bad).c_str());
             }
-            copy_file_atomic(in, out);
+            copy_file_atomic(in, out, durability);
             ++totals.files_copied;
             // A store of an earlier pack under this name (the file was
             // safetensors then) would hide the copy: the mount and unpack
@@ -273,7 +279,7 @@ int pack_main(Args& args) {
     if (write_manifest && !upload) {
         if (!fs::is_directory(dst)) throw Error(dst.string() + ": --manifest needs a directory DST");
         const std::string json = remote::Manifest::of_directory(dst).to_json();
-        AtomicOutput out((dst / remote::kManifestName).string());
+        AtomicOutput out((dst / remote::kManifestName).string(), 0666, durability);
         out.write_at(0, {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
         out.commit();
     }

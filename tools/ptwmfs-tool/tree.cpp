@@ -1,6 +1,8 @@
 #include "tree.hpp"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -12,12 +14,12 @@
 
 namespace ptwm::tool {
 
-void copy_file_atomic(const fs::path& src, const fs::path& dst) {
+void copy_file_atomic(const fs::path& src, const fs::path& dst, Durability durability) {
     require_other_file(src, dst);
     const File in = File::open_read(src);
     struct stat st;
     if (::fstat(in.fd(), &st) != 0) throw_errno(src, "cannot stat");
-    AtomicOutput out(dst, st.st_mode & 07777);
+    AtomicOutput out(dst, st.st_mode & 07777, durability);
     std::vector<uint8_t> buf(8u << 20);
     const uint64_t size = in.size();
     for (uint64_t at = 0; at < size;) {
@@ -53,6 +55,17 @@ StagedDirectory::~StagedDirectory() {
 
 void StagedDirectory::commit() {
     if (staging_.empty()) return;
+    {
+        // Its files were not synced one by one (Durability::kByCaller):
+        // one syncfs puts them all on the disk before the tree gets its name.
+        const int fd = ::open(staging_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) throw_errno(staging_, "cannot open the finished tree");
+        const bool synced = ::syncfs(fd) == 0;
+        const int err = errno;
+        ::close(fd);
+        errno = err;
+        if (!synced) throw_errno(dst_, "cannot sync the finished tree");
+    }
     // mkdtemp made it 0700: the tree's root gets a new directory's mode.
     ::chmod(staging_.c_str(), 0777 & ~process_umask());
     if (::rename(staging_.c_str(), dst_.c_str()) != 0) throw_errno(dst_, "cannot rename the finished tree into place");

@@ -8,6 +8,8 @@
 #include <functional>
 #include <string>
 
+#include "ptwm/base/file_io.hpp"
+
 namespace ptwm::tool {
 
 namespace fs = std::filesystem;
@@ -33,7 +35,7 @@ bool links_to_a_file_outside(const fs::path& root, const fs::path& link);
 
 // A directory output that appears whole or not at all. When `dst` does not
 // exist yet, the tree is written into a hidden sibling (.NAME.tmp.XXXXXX)
-// that commit() renames to `dst`; destroyed uncommitted (an error, an
+// that commit() syncs (one syncfs(2) for all its files) and renames to `dst`; destroyed uncommitted (an error, an
 // interrupt), it removes the sibling. Into an existing `dst` the tree is
 // written in place, file by file, each atomically (a rename cannot replace
 // a directory that holds files).
@@ -46,6 +48,9 @@ public:
 
     // Where the tree is written.
     const fs::path& path() const { return staging_.empty() ? dst_ : staging_; }
+    // How the files written into path() are to be synced: by commit(), all
+    // at once, when they are staged; each by itself when written in place.
+    Durability durability() const { return staging_.empty() ? Durability::kFsync : Durability::kByCaller; }
     void commit();
 
 private:
@@ -62,7 +67,7 @@ void require_other_file(const fs::path& src, const fs::path& dst);
 
 // Copy a regular file's bytes to `dst` atomically (temporary file + rename),
 // keeping its permission bits.
-void copy_file_atomic(const fs::path& src, const fs::path& dst);
+void copy_file_atomic(const fs::path& src, const fs::path& dst, Durability durability = Durability::kFsync);
 
 // Every regular file and every symlink below `root` (links are listed, never
 // followed), sorted by path: what a packed tree or its originals hold.

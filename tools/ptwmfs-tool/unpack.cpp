@@ -85,25 +85,26 @@ int unpack_main(Args& args) {
                      seconds, static_cast<double>(total) / 1e6 / seconds);
     };
     // `mode`: the store's own permission bits (the original's, as pack kept them).
-    auto unpack_store = [&](const StoreReader* store_ptr, const std::string& label, const fs::path& out, unsigned mode) {
+    auto unpack_store = [&](const StoreReader* store_ptr, const std::string& label, const fs::path& out, unsigned mode,
+                            Durability durability = Durability::kFsync) {
         const auto& store = store_ptr;
         opt.progress = [&](uint64_t done, uint64_t all) { progress.update(label, done, all); };
         if (to_stdout) {
             decode_all(*store, opt, write_stdout);
         } else {
-            AtomicOutput file(out, mode);
+            AtomicOutput file(out, mode, durability);
             decode_all(*store, opt, [&](uint64_t offset, std::span<const uint8_t> bytes) { file.write_at(offset, bytes); });
             file.commit();
         }
         progress.finish();
         total += store->original_size();
     };
-    auto unpack_one = [&](const fs::path& in, const fs::path& out) {
+    auto unpack_one = [&](const fs::path& in, const fs::path& out, Durability durability = Durability::kFsync) {
         if (!to_stdout) require_other_file(in, out);  // (a destination may link back into the source)
         const auto store = StoreReader::open(in);
         struct stat st {};
         const unsigned mode = ::stat(in.c_str(), &st) == 0 ? st.st_mode & 0666 : 0666;
-        unpack_store(store.get(), in.filename().string(), out, mode);
+        unpack_store(store.get(), in.filename().string(), out, mode, durability);
     };
 
     if (is_url(pos[0])) {
@@ -130,9 +131,9 @@ int unpack_main(Args& args) {
                     fs::create_symlink(e.target, out, ec);
                     if (ec) throw Error(out.string() + ": cannot create symlink: " + ec.message());
                 } else if (e.kind == Kind::kStore) {
-                    unpack_store(tree.open_store(e.path).get(), e.path, original_name(out), e.mode);
+                    unpack_store(tree.open_store(e.path).get(), e.path, original_name(out), e.mode, staged.durability());
                 } else {
-                    AtomicOutput file(out, e.mode);
+                    AtomicOutput file(out, e.mode, staged.durability());
                     tree.read(e.path, e.size, [&](uint64_t at, std::span<const uint8_t> bytes) { file.write_at(at, bytes); });
                     file.commit();
                 }
@@ -150,8 +151,8 @@ int unpack_main(Args& args) {
         mirror_tree(src, staged.path(), [&](const fs::path& in, const fs::path& out) {
             // pack --manifest's own file describes the packed tree, not the original.
             if (in == src / remote::kManifestName) return;
-            if (is_store_name(in)) unpack_one(in, original_name(out));
-            else copy_file_atomic(in, out);
+            if (is_store_name(in)) unpack_one(in, original_name(out), staged.durability());
+            else copy_file_atomic(in, out, staged.durability());
         });
         staged.commit();
     } else {

@@ -57,8 +57,18 @@ unsigned process_umask();
 // whatever an interrupted run leaves is hidden and named the same way.
 std::string hidden_temporary_template(const std::string& path);
 
-// Written as a hidden temporary beside `path`; commit() syncs and renames it
-// into place. Destroyed uncommitted (an error on the way), it removes the
+// When a finished output reaches the disk.
+enum class Durability {
+    kFsync,     // commit() syncs the file before the rename: on the disk once it has its name
+    kByCaller,  // commit() only renames: the file sits in a tree that the
+                // caller syncs whole (a staged tree's one syncfs before its
+                // own rename), or in one that needs no sync (a temporary tree
+                // uploaded, then deleted). An fsync a file costs a journal
+                // commit each: 3.5 ms a file here, 0.8 s for 201 small files.
+};
+
+// Written as a hidden temporary beside `path`; commit() syncs (see
+// Durability) and renames it into place. Destroyed uncommitted (an error on the way), it removes the
 // temporary: a failed write never leaves a partial file under `path`.
 // A `path` that is a symlink is written through to its target (the link
 // stays; a dangling link's target is created); one that is a device, FIFO,
@@ -67,7 +77,7 @@ std::string hidden_temporary_template(const std::string& path);
 // would.
 class AtomicOutput {
 public:
-    explicit AtomicOutput(std::string path, unsigned mode = 0666);
+    explicit AtomicOutput(std::string path, unsigned mode = 0666, Durability durability = Durability::kFsync);
     AtomicOutput(const AtomicOutput&) = delete;
     AtomicOutput& operator=(const AtomicOutput&) = delete;
     ~AtomicOutput();
@@ -87,6 +97,7 @@ private:
     std::string path_;
     std::string temp_path_;
     int fd_ = -1;
+    Durability durability_;
     uint64_t unflushed_ = 0;  // bytes written since the last writeback was started
 };
 

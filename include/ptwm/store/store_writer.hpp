@@ -8,6 +8,7 @@
 #include <vector>
 #include <string>
 
+#include "ptwm/base/file_io.hpp"
 #include "ptwm/codecs/codec.hpp"
 #include "ptwm/planes/decomposition.hpp"
 #include "ptwm/store/safetensors.hpp"
@@ -22,6 +23,7 @@ struct PackOptions {
     EncodeOptions encode;
     uint32_t chunk_bytes = kDefaultChunkBytes;
     unsigned threads = 0;  // 0: all cores
+    Durability durability = Durability::kFsync;  // of the store file (kByCaller: in a staged tree)
     // Called from the writing thread with the original bytes done so far.
     std::function<void(uint64_t done, uint64_t total)> progress;
 };

@@ -126,7 +126,8 @@ std::string hidden_temporary_template(const std::string& path) {
     return name;
 }
 
-AtomicOutput::AtomicOutput(std::string path, unsigned mode) : path_(output_path(std::move(path))) {
+AtomicOutput::AtomicOutput(std::string path, unsigned mode, Durability durability)
+    : path_(output_path(std::move(path))), durability_(durability) {
     // "new/" names a directory, which no file output can be (the temporary
     // would be "new/.tmp.XXXXXX", and its failure a puzzle).
     if (!path_.empty() && path_.back() == '/') throw Error(path_ + ": no such directory");
@@ -166,7 +167,7 @@ void AtomicOutput::truncate(uint64_t size) {
 }
 
 void AtomicOutput::commit() {
-    if (::fsync(fd_) != 0) throw_errno(path_, "cannot sync");
+    if (durability_ == Durability::kFsync && ::fsync(fd_) != 0) throw_errno(path_, "cannot sync");
     if (::close(fd_) != 0) {
         fd_ = -1;
         ::unlink(temp_path_.c_str());

@@ -155,7 +155,7 @@ PackResult pack_file(const std::string& src, const SafetensorsHeader& header, co
     // The store is readable by whom the original was (less the umask).
     struct stat st {};
     if (::fstat(in.fd(), &st) != 0) throw_errno(src, "cannot stat");
-    AtomicOutput out(dst, st.st_mode & 0666);
+    AtomicOutput out(dst, st.st_mode & 0666, opt.durability);
     Superblock sb;
     sb.original_size = original_size;
     sb.prefix.offset = kSuperblockBytes;
