@@ -293,6 +293,44 @@ class ToolTest(unittest.TestCase):
         run("unpack", self.tmp / "fp4.ptwm", self.tmp / "back.safetensors")
         self.assertEqual(sha256(self.tmp / "back.safetensors"), sha256(src))
 
+    def test_inspect_names_each_pair_from_both_ends(self):
+        # A ModelOpt module holds three scale-named tensors beside its FP4
+        # weight (weight_scale, weight_scale_2, input_scale), and one scale
+        # tensor may serve two FP4 tensors (`x` and `x.blocks` both name
+        # `x.scales`): a role alone does not say which tensor the values
+        # were coded under. A 16-byte FP4 tensor is coded as plain bytes
+        # and shows no grouped decomposition, yet is paired.
+        blocks = bytes((i * 37 + i // 16) % 256 for i in range(64 * 16))
+        e8m0 = bytes(120 + (i % 8) // 3 for i in range(64))
+        e4m3 = bytes(0x30 + i % 5 for i in range(128))
+        src = self.tmp / "pairs.safetensors"
+        src.write_bytes(safetensors([
+            ("m.weight", "U8", [64, 16], blocks), ("m.weight_scale", "F8_E4M3", [128], e4m3),
+            ("m.weight_scale_2", "F32", [], struct.pack("<f", 0.5)), ("m.input_scale", "F32", [], struct.pack("<f", 2.0)),
+            ("x.blocks", "U8", [64, 16], blocks), ("x", "U8", [64, 16], blocks[::-1]), ("x.scales", "U8", [64], e8m0),
+            ("s.blocks", "U8", [1, 16], blocks[:16]), ("s.scales", "U8", [1], e8m0[:1])]))
+        store = self.tmp / "pairs.ptwm"
+        run("pack", "-q", src, store)
+        doc = json.loads(run("inspect", "--json", store).stdout)
+        by_name = {t["name"]: t for t in doc["tensors"]}
+        self.assertEqual(by_name["m.weight"]["scale_tensor"], "m.weight_scale")
+        self.assertEqual(by_name["m.weight_scale"]["scales_of"], ["m.weight"])
+        self.assertEqual(by_name["x.blocks"]["scale_tensor"], "x.scales")
+        self.assertEqual(by_name["x"]["scale_tensor"], "x.scales")
+        self.assertEqual(sorted(by_name["x.scales"]["scales_of"]), ["x", "x.blocks"])
+        self.assertEqual(by_name["s.blocks"]["scale_tensor"], "s.scales")
+        for unpaired in ("m.weight_scale_2", "m.input_scale"):
+            self.assertNotIn("scale_tensor", by_name[unpaired])
+            self.assertNotIn("scales_of", by_name[unpaired])
+        rows = run("inspect", store).stdout.split("\n\n")[0].splitlines()
+        self.assertTrue(rows[0].rstrip().endswith("pair"), rows[0])
+        row = {r.split()[0]: r for r in rows[1:] if r and not r.startswith(" ")}
+        self.assertTrue(row["m.weight"].endswith("  scales m.weight_scale"), row["m.weight"])
+        self.assertTrue(row["m.weight_scale"].endswith("  scales of m.weight"), row["m.weight_scale"])
+        self.assertTrue(row["s.blocks"].endswith("  scales s.scales"), row["s.blocks"])
+        self.assertRegex(row["x.scales"], r"  scales of (x, x\.blocks|x\.blocks, x)$")
+        self.assertNotIn("scales", row["m.weight_scale_2"].split("F32")[1])
+
     def test_inspect_table_shows_long_names_whole_and_aligned(self):
         # Real checkpoints' names run past 40 characters and differ at their
         # ends: ModelOpt's X.weight_scale and X.weight_scale_2, a UTF-8 name

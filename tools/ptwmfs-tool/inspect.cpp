@@ -30,8 +30,8 @@ constexpr const char* kHelp =
     "Print, per tensor: dtype, decomposition, and per plane the codecs used, plane\n"
     "bytes, stored bytes, ratio and the plane's order-0 entropy bound taken over\n"
     "the whole tensor; then the file's totals, and separately those of the FP4\n"
-    "block tensors and of their block scale tensors (paired by name). --json adds\n"
-    "each tensor's shape and role.\n"
+    "block tensors and of their block scale tensors (paired by name); the last column\n"
+    "names each pair from both ends. --json adds each tensor's shape, role and pair.\n"
     "\n"
     "options:\n"
     "  --json     one JSON document instead of a table\n"
@@ -99,10 +99,17 @@ int inspect_main(Args& args) {
     enum class Role { other, fp4_blocks, block_scales };
     std::vector<Role> roles(tensors.size(), Role::other);
     const auto pairs = find_scale_pairs(store->header());
+    // Each pair named from both ends: a role alone does not say which of a
+    // module's scale-named tensors (ModelOpt's weight_scale, weight_scale_2,
+    // input_scale) the FP4 tensor was coded under, and a tensor whose chunks
+    // all came out as plain bytes (under 4 KiB) shows no grouped
+    // decomposition. One scale tensor may serve several FP4 tensors.
+    std::vector<std::vector<uint32_t>> scales_of(tensors.size());
     for (uint32_t t = 0; t < tensors.size(); ++t)
         if (const auto& pair = pairs[t]) {
             roles[t] = Role::fp4_blocks;
             roles[pair->scale_tensor] = Role::block_scales;
+            scales_of[pair->scale_tensor].push_back(t);
         }
     struct Totals {
         size_t tensors = 0;
@@ -161,6 +168,11 @@ int inspect_main(Args& args) {
                              {"stored_bytes", s.stored_bytes},
                              {"ratio", ratio(static_cast<double>(s.stored_bytes), static_cast<double>(s.original_bytes))}};
             if (roles[t] != Role::other) j["role"] = roles[t] == Role::fp4_blocks ? "fp4-blocks" : "block-scales";
+            if (pairs[t]) j["scale_tensor"] = tensors[pairs[t]->scale_tensor].name;
+            if (!scales_of[t].empty()) {
+                auto& of = j["scales_of"] = nlohmann::json::array();
+                for (const uint32_t b : scales_of[t]) of.push_back(tensors[b].name);
+            }
             auto& jp = j["planes"] = nlohmann::json::array();
             for (size_t p = 0; p < s.planes.size(); ++p) {
                 const PlaneStats& ps = s.planes[p];
@@ -210,8 +222,16 @@ int inspect_main(Args& args) {
         shown[t] = printable(tensors[t].name);
         name_width = std::max(name_width, columns(shown[t]));
     }
-    std::printf("%s %-8s %-16s %5s %-12s %12s %12s %7s %7s\n", padded("tensor", name_width).c_str(), "dtype",
-                "decomposition", "plane", "codecs", "plane bytes", "stored", "ratio", "bound");
+    // The pair, on a paired tensor's first row: "scales NAME" on the FP4
+    // tensor, "scales of NAME[, NAME]" on its scale tensor.
+    const auto pair_text = [&](size_t t) {
+        std::string text;
+        if (pairs[t]) text = "scales " + printable(tensors[pairs[t]->scale_tensor].name);
+        for (const uint32_t b : scales_of[t]) text += (text.empty() ? "scales of " : ", ") + printable(tensors[b].name);
+        return text;
+    };
+    std::printf("%s %-8s %-16s %5s %-12s %12s %12s %7s %7s  %s\n", padded("tensor", name_width).c_str(), "dtype",
+                "decomposition", "plane", "codecs", "plane bytes", "stored", "ratio", "bound", "pair");
     for (size_t t = 0; t < tensors.size(); ++t) {
         const TensorStats& s = stats[t];
         const std::string dtype(dtype_info(tensors[t].dtype).name);
@@ -222,16 +242,19 @@ int inspect_main(Args& args) {
             std::string codecs;
             for (const auto& [c, n] : codecs_by_name(ps)) codecs += (codecs.empty() ? "" : ",") + c;
             const double bound = ps.order0_bits / 8;
-            std::printf("%s %-8s %-16s %5d %-12s %12llu %12llu %7.4f %7.4f\n", padded(first ? shown[t] : "", name_width).c_str(),
+            const std::string pair = first ? pair_text(t) : "";
+            std::printf("%s %-8s %-16s %5d %-12s %12llu %12llu %7.4f %7.4f%s%s\n", padded(first ? shown[t] : "", name_width).c_str(),
                         first ? dtype.c_str() : "", first ? s.decomposition.c_str() : "", static_cast<int>(p), codecs.c_str(),
                         static_cast<unsigned long long>(ps.plane_bytes), static_cast<unsigned long long>(ps.stored_bytes),
                         ratio(static_cast<double>(ps.stored_bytes), static_cast<double>(ps.plane_bytes)),
-                        ratio(bound, static_cast<double>(ps.plane_bytes)));
+                        ratio(bound, static_cast<double>(ps.plane_bytes)), pair.empty() ? "" : "  ", pair.c_str());
             first = false;
         }
-        if (first)  // an empty tensor: no planes, but a row, as --json lists it
-            std::printf("%s %-8s %-16s %5s %-12s %12d %12d %7s %7s\n", padded(shown[t], name_width).c_str(), dtype.c_str(),
-                        s.decomposition.c_str(), "-", "-", 0, 0, "-", "-");
+        if (first) {  // an empty tensor: no planes, but a row, as --json lists it
+            const std::string pair = pair_text(t);
+            std::printf("%s %-8s %-16s %5s %-12s %12d %12d %7s %7s%s%s\n", padded(shown[t], name_width).c_str(), dtype.c_str(),
+                        s.decomposition.c_str(), "-", "-", 0, 0, "-", "-", pair.empty() ? "" : "  ", pair.c_str());
+        }
     }
     std::printf("\n%s: %llu -> %llu bytes, ratio %.4f; order-0 per-plane bound %.4f (header %llu bytes)\n",
                 printable(path).c_str(), static_cast<unsigned long long>(store->original_size()),
