@@ -206,6 +206,23 @@ TEST_F(DamagedStore, FutureVersion) {
     StoreModel m = model_;
     m.sb.version = ptwm::kStoreVersion + 1;
     expect_open_error(assemble(m), {"store format version " + std::to_string(ptwm::kStoreVersion + 1) + " is not supported"});
+    // (Its superblock checksum holds: no word of damage.)
+    const std::string path = write_store(assemble(m));
+    try {
+        ptwm::StoreReader::open(path);
+        FAIL() << "opened";
+    } catch (const ptwm::Error& e) {
+        EXPECT_EQ(std::string(e.what()).find("superblock is damaged"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(DamagedStore, DamagedVersionFieldSaysTheStoreMayBeDamaged) {
+    // One flipped bit of the version field: version 257, say. Checked
+    // before the checksum, it must not read as a store a newer build makes.
+    Bytes b = packed_;
+    b[9] ^= 1;
+    expect_open_error(b, {"store format version " + std::to_string(ptwm::kStoreVersion ^ 0x100) + " is not supported",
+                          "or the superblock is damaged: its checksum does not match"});
 }
 
 TEST_F(DamagedStore, SuperblockChecksumMismatch) {

@@ -143,10 +143,16 @@ Superblock decode_superblock(std::span<const uint8_t, kSuperblockBytes> in, cons
     }
     Superblock sb;
     sb.version = get_u32(p + 8);
+    const bool checksum_holds = get_u64(p + kSuperblockChecksumAt) == xxh3(p, kSuperblockChecksumAt);
+    // The version comes first (a later format may lay out or check its
+    // superblock otherwise), but a damaged version field reads as some
+    // version in the millions: where the checksum fails as well, say that
+    // the store may be damaged, not only that a newer build is needed.
     if (sb.version != kStoreVersion)
         throw Error(what + ": store format version " + std::to_string(sb.version) + " is not supported (this build reads version " +
-                    std::to_string(kStoreVersion) + ")");
-    if (get_u64(p + kSuperblockChecksumAt) != xxh3(p, kSuperblockChecksumAt))
+                    std::to_string(kStoreVersion) + ")" +
+                    (checksum_holds ? "" : ", or the superblock is damaged: its checksum does not match"));
+    if (!checksum_holds)
         throw Error(what + ": superblock checksum mismatch (the store's first " + std::to_string(kSuperblockBytes) +
                     " bytes are damaged)");
     sb.flags = get_u32(p + 12);
