@@ -55,7 +55,24 @@ constexpr size_t kAdaptiveMax = 4u << 10;
 // 32-state layout. (On the float files' exponent planes and the small
 // models' scale tensors above 4 KiB it never won, and its attempts cost
 // up to a quarter of their pack time.)
+// And above kAdaptiveMax on whole scale tensors (see is_scale_tensor) up
+// to a chunk, where its floor says it may win: layouts the corpus lacks
+// put a row's scales side by side at the row's level (compressed-tensors'
+// MXFP4 weight_scale [out, in/32], MXFP8 and MXFP6 E8M0 scales, ModelOpt's
+// NVFP4 E4M3 scales over many layers), and there order 1 coded 2,469 /
+// 36,942 / 9,368 / 22,494 bytes where the contest's best had been 3,537 /
+// 57,106 / 13,355 / 25,859 (zstd -19: 2,655 / 34,878 / 9,430 / 25,583).
+// There its floor, a lower bound, is loose (a byte a pair of its table):
+// it runs only where the floor is under kScaleRans1Reach of the best so
+// far, and not on tensors of more than 64 values, where it has no floor
+// (E4M3 scales of fine-grained NVFP4, which order 1 does not win). On the 15 corpus, derived and
+// other-layout FP4 and MXFP8/MXFP6 files, of its 143 attempts on such
+// tensors 80 won, all with a floor under 0.94 of the best; at 0.92 it runs
+// 77 times, wins 76 (99.8% of the bytes order 1 saved) and loses once; at
+// 1.0 the 63 losing attempts (NVFP4's E4M3 scales, 17-47 values) added
+// 15-30% to those files' pack time.
 constexpr size_t kRans1Min = 3u << 10;
+constexpr double kScaleRans1Reach = 0.92;
 // ... and it decodes some fifty times slower than rANS, so it must win by more.
 constexpr double kAdaptiveMargin = 0.05;
 // Below the archive levels only on planes up to this size: at 25-40 ns a
@@ -321,6 +338,9 @@ bool cannot_change_outcome(std::span<const Contender> c, size_t at, double margi
 // it let the order-1 encoder run on every E4M3 scale tensor of the NVFP4
 // files -- 17-47 symbols, never a win, 9 ms of esrgan NVFP4's pack.)
 constexpr unsigned kRans1FloorSymbols = 64;
+// What rans1_floor gives for more symbols than that: no bound but the
+// stream's fixed bytes.
+constexpr double kRans1NoFloor = 17;
 constexpr size_t kRans1PlainTableMax = 1000;
 
 // At most how many bytes htscodecs' uncompressed order-1 table takes: a
@@ -379,6 +399,47 @@ uint64_t element_count(const TensorLayout& layout) {
     return elements;
 }
 
+// Whether `plane` is a whole tensor of a scale dtype: E8M0 or U8 (block
+// scales of any layout, paired or not), or E4M3 that the writer marked as
+// an FP4 tensor's scales (in FP8 checkpoints E4M3 tensors are weights).
+bool is_scale_tensor(const TensorLayout* whole, size_t n) {
+    if (!whole || !whole->dtype || whole->offset != 0 || element_count(*whole) != n) return false;
+    const DType t = *whole->dtype;
+    return t == DType::U8 || t == DType::F8_E8M0 || (t == DType::F8_E4M3 && whole->block_scales);
+}
+
+// Whether `k` decodes slower than order-1 / order-2 rANS (1-1.4 GB/s): the
+// adaptive coder and the context models (20-60 MB/s), and f8-tables in its
+// four-state layouts (300-600 MB/s; its SIMD layouts are as fast as rANS).
+bool decodes_slower_than_rans1(const Contender& k) {
+    switch (k.codec) {
+        case Codec::adaptive:
+        case Codec::scale_model:
+        case Codec::scale_mix:
+        case Codec::f8_model:
+        case Codec::fp4_model: return true;
+        case Codec::f8_tables: return !f8tables::simd_layout(k.payload);
+        default: return false;
+    }
+}
+
+// The contest's winner, where order-1 (or order-2) rANS, entered at
+// `rans1_at`, takes the win from a slower winner after it that is no
+// smaller. The contest holds each coder to its margin over the best before
+// it, and order 1's over order 0 is wide: on scale tensors it lost to
+// order 0 by that margin, and then f8-tables or the scale model, slower
+// but with smaller margins, beat order 0 with payloads larger than order
+// 1's (movenet MXFP4's five scale tensors of 5-29 KiB: 13-103 bytes each).
+int winner_with_rans1(std::span<const Contender> c, size_t rans1_at, size_t n, double start) {
+    const int w = contest_winner(c, n, start);
+    if (w < 0 || static_cast<size_t>(w) <= rans1_at || rans1_at >= c.size()) return w;
+    const Contender& r = c[rans1_at];
+    if ((r.codec == Codec::rans1 || r.codec == Codec::rans2) && decodes_slower_than_rans1(c[static_cast<size_t>(w)]) &&
+        r.payload.size() <= c[static_cast<size_t>(w)].payload.size())
+        return static_cast<int>(rans1_at);
+    return w;
+}
+
 double rans1_floor(std::span<const uint8_t> plane) {
     const size_t n = plane.size();
     std::array<uint8_t, 256> index;
@@ -386,7 +447,7 @@ double rans1_floor(std::span<const uint8_t> plane) {
     unsigned symbols = 0;
     for (uint8_t b : plane)
         if (index[b] == 0xFF) {
-            if (symbols == kRans1FloorSymbols) return 17;  // no bound here
+            if (symbols == kRans1FloorSymbols) return kRans1NoFloor;
             index[b] = static_cast<uint8_t>(symbols++);
         }
     thread_local std::array<uint32_t, kRans1FloorSymbols * kRans1FloorSymbols> pair;
@@ -479,8 +540,11 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // outcome (see rans1_floor).
     const size_t rans1_at = c.size();
     const bool large_scales = whole && whole->block_scales && element_count(*whole) > kScaleModelTensorMax;
-    const bool try_rans1 = opt.level >= 3 && (bound_bytes < nd / 2 || large_scales) &&
-                           (opt.level >= 7 || (n >= kRans1Min && (n <= kAdaptiveMax || large_scales)));
+    const bool rans1_elsewhere = opt.level >= 3 && (bound_bytes < nd / 2 || large_scales) &&
+                                 (opt.level >= 7 || (n >= kRans1Min && (n <= kAdaptiveMax || large_scales)));
+    const bool scale_tensor = is_scale_tensor(whole, n);
+    const bool rans1_for_scales = !rans1_elsewhere && scale_tensor && opt.level >= 3 && n >= kRans1Min;
+    const bool try_rans1 = rans1_elsewhere || rans1_for_scales;
     if (!f8.empty()) c.push_back({Codec::f8_tables, f8_margin, 0, std::move(f8)});
     // An order-0 adaptive coder lands near the bound plus a small learning
     // cost; it can only win by its margin where the best so far is further
@@ -528,11 +592,7 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     // weights (small kernels) got it too, 3% of posenet F8's pack time, for
     // 43 bytes of the 18 corpus and derived FP8 files (one tensor).
     const auto zc = std::find_if(c.begin(), c.end(), [](const Contender& k) { return k.codec == Codec::zstd; });
-    if (whole && whole->offset == 0 && element_count(*whole) == n && whole->dtype && opt.level >= 2 && n <= kScaleZstdMax &&
-        bound_bytes < nd / 2 &&
-        (*whole->dtype == DType::U8 || *whole->dtype == DType::F8_E8M0 ||
-         (*whole->dtype == DType::F8_E4M3 && whole->block_scales)) &&
-        zc != c.end()) {
+    if (scale_tensor && opt.level >= 2 && n <= kScaleZstdMax && bound_bytes < nd / 2 && zc != c.end()) {
         const double best_size = winner_size(c, n, start);
         if (static_cast<double>(zc->payload.size()) < kScaleZstdReach * best_size) {
             auto top = zstd_encode(plane, kScaleZstdLevel);
@@ -577,11 +637,23 @@ EncodedPlane encode_plane(std::span<const uint8_t> plane, const EncodeOptions& o
     if (try_rans1 && large_scales) pair = pair_rans::encode(plane);
     if (pair)
         c.insert(c.begin() + static_cast<long>(rans1_at), Contender{Codec::rans2, kTieMargin, 0, std::move(*pair)});
-    else if (try_rans1 && (large_scales || !cannot_change_outcome(c, rans1_at, kTieMargin, rans1_floor(plane), n, start)))
-        c.insert(c.begin() + static_cast<long>(rans1_at),
-                 Contender{Codec::rans1, kTieMargin, 0, rans_encode(Codec::rans1, plane)});
+    else if (try_rans1) {
+        const auto may_win = [&] {
+            if (large_scales) return true;
+            const double floor = rans1_floor(plane);
+            if (rans1_for_scales && (floor == kRans1NoFloor || floor >= kScaleRans1Reach * winner_size(c, n, start)))
+                return false;
+            if (!cannot_change_outcome(c, rans1_at, kTieMargin, floor, n, start)) return true;
+            const int w = contest_winner(c, n, start);  // (rans1 would take it: see winner_with_rans1)
+            return w >= static_cast<int>(rans1_at) && decodes_slower_than_rans1(c[static_cast<size_t>(w)]) &&
+                   floor <= static_cast<double>(c[static_cast<size_t>(w)].payload.size());
+        };
+        if (may_win())
+            c.insert(c.begin() + static_cast<long>(rans1_at),
+                     Contender{Codec::rans1, kTieMargin, 0, rans_encode(Codec::rans1, plane)});
+    }
 
-    const int w = contest_winner(c, n, start);
+    const int w = winner_with_rans1(c, rans1_at, n, start);
     if (w < 0 && start < nd) return {Codec::bit_pack, bit_pack::encode(plane)};
     if (w < 0) return {Codec::raw, {plane.begin(), plane.end()}};
     return {c[static_cast<size_t>(w)].codec, std::move(c[static_cast<size_t>(w)].payload)};
