@@ -492,6 +492,27 @@ class ToolTest(unittest.TestCase):
         self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith(".")], [])
         self.assertEqual(stat.S_IMODE(os.stat(self.tmp / "p2").st_mode), 0o777 & ~current_umask())
 
+    def test_a_bad_shard_is_refused_before_any_other_is_packed(self):
+        # A checkpoint whose last shard was cut short (an interrupted
+        # download) must be refused at once, not after its other shards,
+        # gigabytes of them at scale, were packed and thrown away.
+        src = self.tmp / "ckpt"
+        src.mkdir()
+        weights = bytes((i * 7919) % 251 for i in range(1 << 20))
+        (src / "model-00001-of-00002.safetensors").write_bytes(safetensors([("a", "BF16", [1 << 19], weights)]))
+        (src / "model-00002-of-00002.safetensors").write_bytes(safetensors([("b", "BF16", [1 << 19], weights)])[:-1])
+        p = run("pack", src, self.tmp / "out", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("model-00002-of-00002.safetensors", p.stderr)
+        self.assertIn("past the end of the file", p.stderr)
+        self.assertEqual(p.stdout, "", "the good shard was packed before the bad one was refused")
+        self.assertFalse((self.tmp / "out").exists())
+        self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith(".")], [])
+        # --on-bad copy still packs the good shard and copies the bad one.
+        p = run("pack", "--on-bad", "copy", src, self.tmp / "out")
+        self.assertIn("copying unchanged", p.stderr)
+        self.assertTrue((self.tmp / "out" / "model-00001-of-00002.safetensors.ptwm").exists())
+
     def test_repack_over_a_store_of_a_file_no_longer_safetensors_leaves_no_stale_store(self):
         # Packed once as safetensors (found by content), then replaced by
         # another format and packed again into the same DST: the old store

@@ -129,6 +129,32 @@ void refuse_unkeepable_names(const fs::path& src, bool manifest) {
     }
 }
 
+// The files of a directory SRC that pack would fail on, found before
+// anything is encoded: a file it cannot open (permissions), and, unless
+// --on-bad copy, a safetensors file whose header does not parse (a shard
+// cut short by an interrupted download). Found by the walk itself they
+// failed the pack only when reached, after every file before them in
+// order was packed: minutes to hours of a multi-gigabyte checkpoint's
+// shards thrown away for a last shard that was refused in a millisecond.
+// The files are those mirror_tree hands to the pack: regular files, and
+// links to files outside SRC (LinksOut::followed).
+void refuse_unreadable_sources(const fs::path& src, bool copy_bad) {
+    std::vector<fs::path> files;
+    for (auto it = fs::recursive_directory_iterator(src); it != fs::recursive_directory_iterator(); ++it) {
+        throw_if_cancelled();
+        if (it->is_symlink() ? links_to_a_file_outside(src, it->path()) : it->is_regular_file())
+            files.push_back(it->path());
+    }
+    std::sort(files.begin(), files.end());  // the first in the walk's order is the one named
+    for (const auto& path : files) {
+        throw_if_cancelled();
+        (void)File::open_read(path.string());  // (throws, naming the file and the reason)
+        if (copy_bad || !(looks_like_safetensors(path) || has_suffix(path.string(), ".safetensors"))) continue;
+        std::string bad;
+        if (!parsed_header(path, bad)) throw Error(bad);
+    }
+}
+
 }  // namespace
 
 int pack_main(Args& args) {
@@ -196,6 +222,7 @@ int pack_main(Args& args) {
     if (!is_url(pos[1]) && fs::is_directory(src, ec)) require_directory_dst();
     // A tree uploaded to a prefix gets a manifest too.
     refuse_unkeepable_names(src, is_url(pos[1]) ? !url_names_store(pos[1]) : write_manifest);
+    if (fs::is_directory(src, ec)) refuse_unreadable_sources(src, copy_bad);
     std::optional<RemoteUpload> upload;
     if (is_url(pos[1])) {
         upload.emplace(pos[1], remote, parallel, part_bytes, quiet);
