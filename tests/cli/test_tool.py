@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """ptwmfs-tool from the command line: directory mirroring, byte-exact round
 trips, exit codes, and errors that name the file and what is wrong."""
+import fcntl
 import hashlib
 import json
 import os
@@ -783,6 +784,31 @@ class ToolTest(unittest.TestCase):
             self.assertIn("interrupted by SIGINT", err)
             self.assertEqual(os.listdir(dst), [out], f"{cmd} left its temporary file")
             self.assertEqual((dst / out).read_bytes(), b"the previous output")
+
+    def test_a_killed_runs_staging_directory_is_removed_by_the_next_run(self):
+        # SIGKILL (the OOM killer, a power cut) leaves the hidden sibling a
+        # new DST is staged in, as big as the packed tree; the next run for
+        # that DST removes it, but never one a live run holds locked.
+        src = self.model_dir()
+        abandoned = self.tmp / ".out.tmp.Ab3dEf"
+        (abandoned / "sub").mkdir(parents=True)
+        (abandoned / "model.safetensors.ptwm").write_bytes(b"half a store")
+        live = self.tmp / ".out.tmp.L1vE00"
+        live.mkdir()
+        fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            p = run("pack", src, self.tmp / "out")
+            self.assertIn(".out.tmp.Ab3dEf", p.stderr)
+            self.assertFalse(abandoned.exists(), "a killed run's staging directory was left")
+            self.assertTrue(live.exists(), "a live run's staging directory was removed")
+            self.assertNotIn(".out.tmp.L1vE00", p.stderr)
+        finally:
+            os.close(fd)
+        # unpack stages a new DST the same way.
+        (self.tmp / ".back.tmp.Xy9Zw8").mkdir()
+        run("unpack", self.tmp / "out", self.tmp / "back")
+        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith(".")), [".out.tmp.L1vE00"])
 
     def test_corpus_round_trips_through_the_command_line(self):
         if not CORPUS.is_dir():

@@ -2,8 +2,11 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
-#include <unistd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <vector>
@@ -11,8 +14,51 @@
 #include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
+#include "ptwm/base/utf8.hpp"
 
 namespace ptwm::tool {
+
+namespace {
+
+// An exclusive flock on the directory `path`, or -1 where another process
+// holds one (or it cannot be opened). The lock lasts while the descriptor
+// is open.
+int lock_directory(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// Removes the hidden staging siblings of `dst` (named from `pattern`, its
+// .NAME.tmp.XXXXXX) that no live run holds locked: each is what a killed
+// run had written of a whole tree, gigabytes for a checkpoint, hidden from
+// ls and removed by nothing else. (A run of a release before these locks,
+// still writing beside this one, would lose its sibling: two runs writing
+// the same new DST at once fail anyway, the second rename finding it there.)
+void remove_abandoned_stagings(const fs::path& parent, const std::string& pattern) {
+    const std::string name = fs::path(pattern).filename().string();
+    const std::string prefix = name.substr(0, name.size() - 6);  // up to "XXXXXX"
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(parent, ec)) {
+        const std::string entry = e.path().filename().string();
+        if (entry.size() != name.size() || entry.compare(0, prefix.size(), prefix) != 0) continue;
+        if (!fs::is_directory(e.symlink_status(ec))) continue;
+        const int fd = lock_directory(e.path().string());
+        if (fd < 0) continue;  // a run still writing it
+        std::error_code rm_ec;
+        fs::remove_all(e.path(), rm_ec);
+        ::close(fd);
+        if (!rm_ec)
+            std::fprintf(stderr, "ptwmfs-tool: removed %s, left by an earlier run that was killed\n",
+                         printable(e.path().string()).c_str());
+    }
+}
+
+}  // namespace
 
 void copy_file_atomic(const fs::path& src, const fs::path& dst, Durability durability) {
     require_other_file(src, dst);
@@ -43,14 +89,17 @@ StagedDirectory::StagedDirectory(fs::path dst) : dst_(dst.lexically_normal()) {
     fs::create_directories(parent, ec);
     if (ec) throw Error(parent.string() + ": cannot create directory: " + ec.message());
     std::string name = hidden_temporary_template(dst_.string());
+    remove_abandoned_stagings(parent, name);
     if (::mkdtemp(name.data()) == nullptr) throw_errno(dst_, "cannot create a temporary directory beside it");
     staging_ = name;
+    staging_lock_ = lock_directory(name);
 }
 
 StagedDirectory::~StagedDirectory() {
     if (staging_.empty()) return;
     std::error_code ec;
     fs::remove_all(staging_, ec);
+    if (staging_lock_ >= 0) ::close(staging_lock_);
 }
 
 void StagedDirectory::commit() {
@@ -70,6 +119,8 @@ void StagedDirectory::commit() {
     ::chmod(staging_.c_str(), 0777 & ~process_umask());
     if (::rename(staging_.c_str(), dst_.c_str()) != 0) throw_errno(dst_, "cannot rename the finished tree into place");
     staging_.clear();
+    if (staging_lock_ >= 0) ::close(staging_lock_);  // (after the rename: unlocked, it could be taken for abandoned)
+    staging_lock_ = -1;
 }
 
 void require_outside(const fs::path& src, const fs::path& dst) {

@@ -39,6 +39,9 @@ bool links_to_a_file_outside(const fs::path& root, const fs::path& link);
 // interrupt), it removes the sibling. Into an existing `dst` the tree is
 // written in place, file by file, each atomically (a rename cannot replace
 // a directory that holds files).
+// The sibling is locked (flock) while the run lives: a run killed before it
+// could remove its sibling (SIGKILL, the OOM killer, a power cut) leaves it
+// unlocked, and the next StagedDirectory for the same `dst` removes it.
 class StagedDirectory {
 public:
     explicit StagedDirectory(fs::path dst);
@@ -55,6 +58,7 @@ public:
 
 private:
     fs::path dst_, staging_;
+    int staging_lock_ = -1;  // an open descriptor of staging_, flock'ed
 };
 
 // Throws Error when `dst` is `src` or lies inside it: mirroring would walk
