@@ -809,6 +809,24 @@ class ToolTest(unittest.TestCase):
         (self.tmp / ".back.tmp.Xy9Zw8").mkdir()
         run("unpack", self.tmp / "out", self.tmp / "back")
         self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith(".")), [".out.tmp.L1vE00"])
+        # Into an existing DST, a killed run leaves a file's temporary in
+        # it, which the mount would show and unpack copy: the next run
+        # writing that file removes it, and one locked by a live run stays.
+        for cmd, source, dst, name in [("pack", src, self.tmp / "out", "model.safetensors.ptwm"),
+                                       ("unpack", self.tmp / "out", self.tmp / "back", "config.json")]:
+            abandoned = dst / f".{name}.tmp.Ab3dEf"
+            abandoned.write_bytes(b"half an output")
+            live = dst / f".{name}.tmp.L1vE00"
+            live.write_bytes(b"being written")
+            fd = os.open(live, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                p = run(cmd, source, dst)
+            finally:
+                os.close(fd)
+            self.assertIn(abandoned.name, p.stderr, cmd)
+            self.assertFalse(abandoned.exists(), f"{cmd}: a killed run's temporary was left")
+            self.assertTrue(live.exists(), f"{cmd}: a live run's temporary was removed")
 
     def test_corpus_round_trips_through_the_command_line(self):
         if not CORPUS.is_dir():

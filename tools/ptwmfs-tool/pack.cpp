@@ -242,6 +242,7 @@ int pack_main(Args& args) {
         if (const std::string name = out.filename().string(); name.size() > NAME_MAX)
             throw Error(in.string() + ": its store's name would be " + std::to_string(name.size()) +
                         " bytes, more than a file name may have (" + std::to_string(NAME_MAX) + "): rename it");
+        remove_abandoned_temporaries(out);
         PackOptions o = opt;
         o.durability = durability;
         const std::string label = in.filename().string();

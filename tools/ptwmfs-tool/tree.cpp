@@ -20,11 +20,11 @@ namespace ptwm::tool {
 
 namespace {
 
-// An exclusive flock on the directory `path`, or -1 where another process
-// holds one (or it cannot be opened). The lock lasts while the descriptor
-// is open.
-int lock_directory(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+// An exclusive flock on the file or directory `path` (never through a
+// link), or -1 where another process holds one (or it cannot be opened).
+// The lock lasts while the descriptor is open.
+int lock_path(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return -1;
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         ::close(fd);
@@ -33,21 +33,20 @@ int lock_directory(const std::string& path) {
     return fd;
 }
 
-// Removes the hidden staging siblings of `dst` (named from `pattern`, its
-// .NAME.tmp.XXXXXX) that no live run holds locked: each is what a killed
-// run had written of a whole tree, gigabytes for a checkpoint, hidden from
-// ls and removed by nothing else. (A run of a release before these locks,
-// still writing beside this one, would lose its sibling: two runs writing
-// the same new DST at once fail anyway, the second rename finding it there.)
-void remove_abandoned_stagings(const fs::path& parent, const std::string& pattern) {
+}  // namespace
+
+void remove_abandoned_temporaries(const fs::path& output) {
+    const std::string pattern = hidden_temporary_template(output.string());
+    const fs::path parent = fs::path(pattern).parent_path().empty() ? fs::path(".") : fs::path(pattern).parent_path();
     const std::string name = fs::path(pattern).filename().string();
     const std::string prefix = name.substr(0, name.size() - 6);  // up to "XXXXXX"
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(parent, ec)) {
         const std::string entry = e.path().filename().string();
         if (entry.size() != name.size() || entry.compare(0, prefix.size(), prefix) != 0) continue;
-        if (!fs::is_directory(e.symlink_status(ec))) continue;
-        const int fd = lock_directory(e.path().string());
+        const auto status = e.symlink_status(ec);
+        if (!fs::is_directory(status) && !fs::is_regular_file(status)) continue;
+        const int fd = lock_path(e.path().string());
         if (fd < 0) continue;  // a run still writing it
         std::error_code rm_ec;
         fs::remove_all(e.path(), rm_ec);
@@ -58,10 +57,9 @@ void remove_abandoned_stagings(const fs::path& parent, const std::string& patter
     }
 }
 
-}  // namespace
-
 void copy_file_atomic(const fs::path& src, const fs::path& dst, Durability durability) {
     require_other_file(src, dst);
+    remove_abandoned_temporaries(dst);
     const File in = File::open_read(src);
     struct stat st;
     if (::fstat(in.fd(), &st) != 0) throw_errno(src, "cannot stat");
@@ -89,10 +87,10 @@ StagedDirectory::StagedDirectory(fs::path dst) : dst_(dst.lexically_normal()) {
     fs::create_directories(parent, ec);
     if (ec) throw Error(parent.string() + ": cannot create directory: " + ec.message());
     std::string name = hidden_temporary_template(dst_.string());
-    remove_abandoned_stagings(parent, name);
+    remove_abandoned_temporaries(dst_);
     if (::mkdtemp(name.data()) == nullptr) throw_errno(dst_, "cannot create a temporary directory beside it");
     staging_ = name;
-    staging_lock_ = lock_directory(name);
+    staging_lock_ = lock_path(name);
 }
 
 StagedDirectory::~StagedDirectory() {

@@ -40,8 +40,8 @@ bool links_to_a_file_outside(const fs::path& root, const fs::path& link);
 // written in place, file by file, each atomically (a rename cannot replace
 // a directory that holds files).
 // The sibling is locked (flock) while the run lives: a run killed before it
-// could remove its sibling (SIGKILL, the OOM killer, a power cut) leaves it
-// unlocked, and the next StagedDirectory for the same `dst` removes it.
+// could remove its sibling leaves it unlocked, and the next StagedDirectory
+// for the same `dst` removes it (remove_abandoned_temporaries).
 class StagedDirectory {
 public:
     explicit StagedDirectory(fs::path dst);
@@ -68,6 +68,16 @@ void require_outside(const fs::path& src, const fs::path& dst);
 // Throws Error when `dst` names the file `src` itself (through another
 // path or a link): its output would replace its own input.
 void require_other_file(const fs::path& src, const fs::path& dst);
+
+// Removes the hidden temporaries of `output` (its .NAME.tmp.XXXXXX siblings,
+// files or staged directories) that no live run holds locked: each is what
+// a run killed outright (SIGKILL, the OOM killer, a power cut) had written,
+// up to a whole store or tree, hidden from ls and removed by nothing else;
+// the mount would show a file's as a plain file, and unpack copy it. Says
+// so on stderr. (A run of a release before these locks, writing the same
+// output at that moment, would lose its temporary: two runs writing one
+// output at once clobber each other anyway.)
+void remove_abandoned_temporaries(const fs::path& output);
 
 // Copy a regular file's bytes to `dst` atomically (temporary file + rename),
 // keeping its permission bits.

@@ -92,6 +92,7 @@ int unpack_main(Args& args) {
         if (to_stdout) {
             decode_all(*store, opt, write_stdout);
         } else {
+            remove_abandoned_temporaries(out);
             AtomicOutput file(out, mode, durability);
             decode_all(*store, opt, [&](uint64_t offset, std::span<const uint8_t> bytes) { file.write_at(offset, bytes); });
             file.commit();
@@ -133,6 +134,7 @@ int unpack_main(Args& args) {
                 } else if (e.kind == Kind::kStore) {
                     unpack_store(tree.open_store(e.path).get(), e.path, original_name(out), e.mode, staged.durability());
                 } else {
+                    remove_abandoned_temporaries(out);
                     AtomicOutput file(out, e.mode, staged.durability());
                     tree.read(e.path, e.size, [&](uint64_t at, std::span<const uint8_t> bytes) { file.write_at(at, bytes); });
                     file.commit();

@@ -1,6 +1,7 @@
 #include "ptwm/base/file_io.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -134,6 +135,9 @@ AtomicOutput::AtomicOutput(std::string path, unsigned mode, Durability durabilit
     std::string name = hidden_temporary_template(path_);
     fd_ = ::mkostemp(name.data(), O_CLOEXEC);
     if (fd_ < 0) throw_errno(path_, "cannot create a temporary file beside it");
+    // Held while this run writes it: ptwmfs-tool removes the temporaries
+    // it can lock, those of runs killed before they could remove their own.
+    ::flock(fd_, LOCK_EX | LOCK_NB);
     temp_path_ = std::move(name);
     ::fchmod(fd_, mode & ~process_umask());
 }
