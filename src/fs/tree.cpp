@@ -207,6 +207,8 @@ private:
         node.name = std::move(c.shown_name);
         node.disk_path = join(dir_path, c.disk_name);
         node.attr = c.attr;
+        node.disk_dev = c.attr.st_dev;
+        node.disk_ino = c.attr.st_ino;
         node.attr.st_ino = ino;
         node.link_target = std::move(c.link_target);
         if (auto local = std::dynamic_pointer_cast<const ptwm::LocalFileSource>(c.store_source))
@@ -308,7 +310,21 @@ UniqueFd Tree::open_regular(const Node& node) const {
     how.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     long fd = syscall(SYS_openat2, root_fd_.get(), node.disk_path.c_str(), &how, sizeof how);
-    return UniqueFd(static_cast<int>(fd));
+    UniqueFd file(static_cast<int>(fd));
+    struct stat now {};
+    if (!file || fstat(file.get(), &now) != 0) return file;
+    if (now.st_dev == node.disk_dev && now.st_ino == node.disk_ino && now.st_size == node.attr.st_size &&
+        now.st_mtim.tv_sec == node.attr.st_mtim.tv_sec && now.st_mtim.tv_nsec == node.attr.st_mtim.tv_nsec)
+        return file;
+    {
+        std::lock_guard lock(changed_->mutex);
+        if (changed_->logged.insert(node.ino).second)
+            log_error("%s/%s: changed in the store directory since the mount (packed again?): its reads fail "
+                      "with EIO, as the mount still shows the tree it found then; mount again",
+                      store_dir_.c_str(), node.disk_path.c_str());
+    }
+    errno = EIO;
+    return UniqueFd(-1);
 }
 
 }  // namespace ptwmfs

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "ptwm/base/error.hpp"
@@ -29,6 +31,8 @@ struct Node {
     std::string name;       // as shown in the mount
     std::string disk_path;  // relative to the store directory; "" for the root
     struct stat attr {};    // as shown: st_ino = ino, stores with their original size
+    dev_t disk_dev = 0;     // local files: the file the scan saw in the store directory,
+    ino_t disk_ino = 0;     // which open_regular checks a plain file still is
     std::string link_target;                // symlinks: the link text, verbatim
     std::vector<fuse_ino_t> children;       // directories: sorted by name
     std::unique_ptr<StoreFile> store;       // stores
@@ -81,6 +85,13 @@ public:
     // Opens a plain file of a local tree for reading, refusing any path that
     // would leave the store directory or pass through a symlink. (A remote
     // tree's plain files have no descriptor: Node::remote_file reads them.)
+    // A file that is no longer the one the scan saw (another inode, size or
+    // modification time: the store directory was packed again, or the file
+    // edited) fails with EIO, logged once a file: the mount keeps serving
+    // the stores it opened at mount and the tree it listed then, and
+    // serving a plain file's new bytes beside them would mix two trees (a
+    // Hugging Face cache's new refs/main naming a snapshot the mount does
+    // not list, a new config.json beside the old weights).
     UniqueFd open_regular(const Node& node) const;
     // The local stores' sources (none in a remote tree), for IdlePageDropper.
     const std::vector<std::shared_ptr<const ptwm::LocalFileSource>>& local_sources() const { return local_sources_; }
@@ -92,6 +103,12 @@ private:
     UniqueFd root_fd_;
     std::vector<Node> nodes_;  // indexed by inode number; slot 0 unused
     std::vector<std::shared_ptr<const ptwm::LocalFileSource>> local_sources_;
+    // The plain files open_regular found changed and logged (each once).
+    struct ChangedFiles {
+        std::mutex mutex;
+        std::unordered_set<fuse_ino_t> logged;
+    };
+    std::unique_ptr<ChangedFiles> changed_ = std::make_unique<ChangedFiles>();
 };
 
 }  // namespace ptwmfs
