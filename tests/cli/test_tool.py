@@ -620,6 +620,22 @@ class ToolTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(stat.S_IMODE(os.stat(self.tmp / "b.ptwm").st_mode), 0o600)
 
+    def test_unpacking_a_packed_snapshot_gives_the_model_directory(self):
+        # One model out of a packed hub cache, as a plain directory: its
+        # snapshot's links lead out of it into ../../blobs, where the
+        # weights are stores now (ETAG.ptwm). Unpacked as links they would
+        # all dangle; as pack takes a snapshot's blobs in the links' place,
+        # unpack decodes or copies them there.
+        hub = self.tmp / "hub"
+        make_hub_cache.make_hub_cache(str(hub))
+        run("pack", hub, self.tmp / "packed")
+        repo = f"{make_hub_cache.REPO}/snapshots/{make_hub_cache.REVISION}"
+        run("unpack", self.tmp / "packed" / repo, self.tmp / "model")
+        original = hub / repo
+        for name in ("model.safetensors", "config.json", "1_Pooling/config.json"):
+            self.assertFalse(os.path.islink(self.tmp / "model" / name), name)
+            self.assertEqual(sha256(self.tmp / "model" / name), sha256(original / name), name)
+
     def test_directory_pack_refuses_store_names_and_its_own_inside(self):
         src = self.tmp / "d"
         src.mkdir()

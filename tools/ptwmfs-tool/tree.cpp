@@ -17,6 +17,7 @@
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
 #include "ptwm/base/utf8.hpp"
+#include "ptwm/store/store_names.hpp"
 
 namespace ptwm::tool {
 
@@ -186,8 +187,12 @@ void mirror_below(const fs::path& root, const fs::path& src, const fs::path& dst
         throw_if_cancelled();
         const fs::path target = dst / e.path().filename();
         const auto status = e.symlink_status();
-        if (fs::is_symlink(status) && links_out == LinksOut::followed && links_to_a_file_outside(root, e.path())) {
+        fs::path store;
+        if (fs::is_symlink(status) && links_out != LinksOut::kept && links_to_a_file_outside(root, e.path())) {
             on_file(e.path(), target);
+        } else if (fs::is_symlink(status) && links_out == LinksOut::followed_to_stores &&
+                   !(store = store_behind_link_outside(root, e.path())).empty()) {
+            on_file(store, target.string() + std::string(kStoreSuffix));
         } else if (fs::is_symlink(status)) {
             fs::remove(target, ec);
             fs::create_symlink(fs::read_symlink(e.path()), target, ec);
@@ -208,20 +213,38 @@ void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_
     mirror_below(src, src, dst, on_file, links_out);
 }
 
+namespace {
+
+// Where the symlink `link`, below `root`, points, when that lies outside
+// `root`; else empty. Where the link itself points, not where a chain of
+// links ends: a link to another file of the tree (alias.json ->
+// config.json) stays a link, whatever that file is.
+fs::path target_outside(const fs::path& root, const fs::path& link) {
+    std::error_code ec, dir_ec, root_ec;
+    const fs::path to = fs::read_symlink(link, ec);
+    const fs::path dir = fs::canonical(link.parent_path().empty() ? fs::path(".") : link.parent_path(), dir_ec);
+    const fs::path inside = fs::canonical(root, root_ec);
+    if (ec || dir_ec || root_ec) return {};  // (unresolvable: kept as the link it is)
+    const fs::path target = (to.is_absolute() ? to : dir / to).lexically_normal();
+    const auto [end, _] = std::mismatch(inside.begin(), inside.end(), target.begin(), target.end());
+    return end != inside.end() ? target : fs::path();
+}
+
+}  // namespace
+
 bool links_to_a_file_outside(const fs::path& root, const fs::path& link) {
     std::error_code ec;
     if (!fs::is_symlink(fs::symlink_status(link, ec)) || !fs::is_regular_file(fs::status(link, ec))) return false;
-    // Where the link itself points, not where a chain of links ends: a link
-    // to another file of the tree (alias.json -> config.json) stays a link,
-    // whatever that file is.
-    const fs::path to = fs::read_symlink(link, ec);
-    std::error_code dir_ec, root_ec;
-    const fs::path dir = fs::canonical(link.parent_path().empty() ? fs::path(".") : link.parent_path(), dir_ec);
-    const fs::path inside = fs::canonical(root, root_ec);
-    if (ec || dir_ec || root_ec) return false;  // (unresolvable: kept as the link it is)
-    const fs::path target = (to.is_absolute() ? to : dir / to).lexically_normal();
-    const auto [end, _] = std::mismatch(inside.begin(), inside.end(), target.begin(), target.end());
-    return end != inside.end();
+    return !target_outside(root, link).empty();
+}
+
+fs::path store_behind_link_outside(const fs::path& root, const fs::path& link) {
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(link, ec)) || fs::exists(fs::status(link, ec))) return {};
+    const fs::path target = target_outside(root, link);
+    if (target.empty() || !target.has_filename()) return {};
+    const fs::path store = target.string() + std::string(kStoreSuffix);
+    return fs::is_regular_file(fs::status(store, ec)) ? store : fs::path();
 }
 
 std::vector<fs::path> files_and_links(const fs::path& root) {

@@ -20,8 +20,11 @@ using FileAction = std::function<void(const fs::path& src, const fs::path& dst)>
 
 // What mirror_tree does with a link to a regular file outside the tree
 // (links_to_a_file_outside): copy it (kept), or hand its target to the
-// callback under the link's name (followed).
-enum class LinksOut { kept, followed };
+// callback under the link's name (followed). `followed_to_stores` (unpack)
+// also hands over the store a link out of the tree leads to
+// (store_behind_link_outside), as if it lay in the link's place: the
+// callback gets STORE and LINK.ptwm.
+enum class LinksOut { kept, followed, followed_to_stores };
 
 void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_file,
                  LinksOut links_out = LinksOut::kept);
@@ -32,6 +35,14 @@ void mirror_tree(const fs::path& src, const fs::path& dst, const FileAction& on_
 // link it would dangle in the packed tree, so pack packs or copies its
 // target in its place, and verify compares that with the link's target.
 bool links_to_a_file_outside(const fs::path& root, const fs::path& link);
+
+// The store `link`, below `root`, leads to outside `root`: its target is
+// gone and TARGET.ptwm is a regular file. A snapshot directory of a packed
+// Hugging Face cache links into ../../blobs, where each safetensors blob
+// became ETAG.ptwm: unpacking the snapshot alone decodes those stores in
+// the links' place, as pack packed the blobs in their place, instead of
+// writing links that would dangle. Empty when there is no such store.
+fs::path store_behind_link_outside(const fs::path& root, const fs::path& link);
 
 // A directory output that appears whole or not at all. When `dst` does not
 // exist yet, the tree is written into a hidden sibling (.NAME.tmp.XXXXXX)

@@ -24,7 +24,9 @@ constexpr const char* kHelp =
     "\n"
     "Restore the original files. SRC is a store (DST is then the output file, or a\n"
     "directory to put NAME in) or a directory made by 'pack' (mirrored into DST:\n"
-    "NAME.ptwm becomes NAME, other files are copied, symlinks stay links).\n"
+    "NAME.ptwm becomes NAME, other files are copied, symlinks stay links, but for\n"
+    "links to files or stores outside SRC, as a packed Hugging Face snapshot's into\n"
+    "its blobs: their files are copied or unpacked in their place).\n"
     "Every chunk's checksum is checked; outputs appear only when complete.\n"
     "\n"
     "options:\n"
@@ -155,7 +157,7 @@ int unpack_main(Args& args) {
             if (in == src / remote::kManifestName) return;
             if (is_store_name(in)) unpack_one(in, original_name(out), staged.durability());
             else copy_file_atomic(in, out, staged.durability());
-        });
+        }, LinksOut::followed_to_stores);  // (a packed snapshot's links into ../../blobs: their files in their place)
         staged.commit();
     } else {
         if (!to_stdout && fs::is_directory(dst)) dst /= original_name(src.filename());
