@@ -636,6 +636,25 @@ class ToolTest(unittest.TestCase):
             self.assertFalse(os.path.islink(self.tmp / "model" / name), name)
             self.assertEqual(sha256(self.tmp / "model" / name), sha256(original / name), name)
 
+    def test_outputs_keep_the_source_modification_time(self):
+        # A Hugging Face cache's scan (scan-cache's LAST_MODIFIED) reads the
+        # blobs' times: packed, mounted or unpacked, a blob downloaded a
+        # year ago must not look written a moment ago.
+        src = self.tmp / "model"
+        src.mkdir()
+        (src / "model.safetensors").write_bytes(self.small_model().read_bytes())
+        (src / "config.json").write_text('{"hidden_size": 64}\n')
+        mtime = 1_650_000_000_987_654_321
+        for name in ("model.safetensors", "config.json"):
+            os.utime(src / name, ns=(mtime, mtime))
+        run("pack", src, self.tmp / "packed")
+        run("unpack", self.tmp / "packed", self.tmp / "unpacked")
+        run("pack", src / "model.safetensors", self.tmp / "one.ptwm")
+        run("unpack", self.tmp / "one.ptwm", self.tmp / "one.safetensors")
+        for path in ("packed/model.safetensors.ptwm", "packed/config.json", "unpacked/model.safetensors",
+                     "unpacked/config.json", "one.ptwm", "one.safetensors"):
+            self.assertEqual(os.stat(self.tmp / path).st_mtime_ns, mtime, path)
+
     def test_directory_pack_refuses_store_names_and_its_own_inside(self):
         src = self.tmp / "d"
         src.mkdir()

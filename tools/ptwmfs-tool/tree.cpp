@@ -87,6 +87,7 @@ void copy_file_atomic(const fs::path& src, const fs::path& dst, Durability durab
     struct stat st;
     if (::fstat(in.fd(), &st) != 0) throw_errno(src, "cannot stat");
     AtomicOutput out(dst, st.st_mode & 07777, durability);
+    out.keep_modification_time(st);
     std::vector<uint8_t> buf(8u << 20);
     const uint64_t size = in.size();
     for (uint64_t at = 0; at < size;) {

@@ -91,7 +91,7 @@ void require_other_file(const fs::path& src, const fs::path& dst);
 void remove_abandoned_temporaries(const fs::path& output);
 
 // Copy a regular file's bytes to `dst` atomically (temporary file + rename),
-// keeping its permission bits.
+// keeping its permission bits and modification time.
 void copy_file_atomic(const fs::path& src, const fs::path& dst, Durability durability = Durability::kFsync);
 
 // Every regular file and every symlink below `root` (links are listed, never

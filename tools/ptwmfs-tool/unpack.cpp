@@ -86,9 +86,12 @@ int unpack_main(Args& args) {
         std::fprintf(to_stdout ? stderr : stdout, "unpacked %s in %.3f s (%.0f MB/s)\n", human_bytes(total).c_str(),
                      seconds, static_cast<double>(total) / 1e6 / seconds);
     };
-    // `mode`: the store's own permission bits (the original's, as pack kept them).
+    // `mode`: the store's own permission bits (the original's, as pack kept
+    // them); `times`: the store's stat, whose modification time (the
+    // original's, as pack kept it) the output takes, or none (an object
+    // store's).
     auto unpack_store = [&](const StoreReader* store_ptr, const std::string& label, const fs::path& out, unsigned mode,
-                            Durability durability = Durability::kFsync) {
+                            const struct stat* times = nullptr, Durability durability = Durability::kFsync) {
         const auto& store = store_ptr;
         opt.progress = [&](uint64_t done, uint64_t all) { progress.update(label, done, all); };
         if (to_stdout) {
@@ -96,6 +99,7 @@ int unpack_main(Args& args) {
         } else {
             remove_abandoned_temporaries(out);
             AtomicOutput file(out, mode, durability);
+            if (times) file.keep_modification_time(*times);
             decode_all(*store, opt, [&](uint64_t offset, std::span<const uint8_t> bytes) { file.write_at(offset, bytes); });
             file.commit();
         }
@@ -106,8 +110,9 @@ int unpack_main(Args& args) {
         if (!to_stdout) require_other_file(in, out);  // (a destination may link back into the source)
         const auto store = StoreReader::open(in);
         struct stat st {};
-        const unsigned mode = ::stat(in.c_str(), &st) == 0 ? st.st_mode & 0666 : 0666;
-        unpack_store(store.get(), in.filename().string(), out, mode, durability);
+        const bool stated = ::stat(in.c_str(), &st) == 0;
+        unpack_store(store.get(), in.filename().string(), out, stated ? st.st_mode & 0666 : 0666, stated ? &st : nullptr,
+                     durability);
     };
 
     if (is_url(pos[0])) {
@@ -134,7 +139,8 @@ int unpack_main(Args& args) {
                     fs::create_symlink(e.target, out, ec);
                     if (ec) throw Error(out.string() + ": cannot create symlink: " + ec.message());
                 } else if (e.kind == Kind::kStore) {
-                    unpack_store(tree.open_store(e.path).get(), e.path, original_name(out), e.mode, staged.durability());
+                    unpack_store(tree.open_store(e.path).get(), e.path, original_name(out), e.mode, nullptr,
+                                 staged.durability());
                 } else {
                     remove_abandoned_temporaries(out);
                     AtomicOutput file(out, e.mode, staged.durability());

@@ -3,7 +3,10 @@
 // it is complete (temporary file + rename).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -90,6 +93,13 @@ public:
     // (the rest is the journal's commit). A hint: errors show at commit.
     void write_at(uint64_t offset, std::span<const uint8_t> data);
     void truncate(uint64_t size);
+    // The modification time commit() gives the file: that of the file it
+    // was made from (`of`, its stat), as cp -p and gzip keep it. A Hugging
+    // Face cache's scan (huggingface-cli scan-cache's LAST_MODIFIED) reads
+    // it from the blobs; without this every packed or unpacked blob looked
+    // written a moment ago. (Not the access time: reading the source to
+    // make this file was an access, and the source's own now says so.)
+    void keep_modification_time(const struct stat& of) { mtime_ = of.st_mtim; }
     void commit();
     const std::string& path() const { return path_; }
 
@@ -99,6 +109,7 @@ private:
     int fd_ = -1;
     Durability durability_;
     uint64_t unflushed_ = 0;  // bytes written since the last writeback was started
+    std::optional<struct timespec> mtime_;  // keep_modification_time
 };
 
 }  // namespace ptwm

@@ -171,6 +171,13 @@ void AtomicOutput::truncate(uint64_t size) {
 }
 
 void AtomicOutput::commit() {
+    // After the last write (which would set it again), before the sync,
+    // which then writes it with the rest. Best effort, as the bytes are
+    // what was asked for: a file system that keeps no times fails nothing.
+    if (mtime_) {
+        const struct timespec times[2] = {{0, UTIME_OMIT}, *mtime_};
+        (void)::futimens(fd_, times);
+    }
     if (durability_ == Durability::kFsync && ::fsync(fd_) != 0) throw_errno(path_, "cannot sync");
     if (::close(fd_) != 0) {
         fd_ = -1;

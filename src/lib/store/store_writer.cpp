@@ -156,6 +156,7 @@ PackResult pack_file(const std::string& src, const SafetensorsHeader& header, co
     struct stat st {};
     if (::fstat(in.fd(), &st) != 0) throw_errno(src, "cannot stat");
     AtomicOutput out(dst, st.st_mode & 0666, opt.durability);
+    out.keep_modification_time(st);
     Superblock sb;
     sb.original_size = original_size;
     sb.prefix.offset = kSuperblockBytes;
