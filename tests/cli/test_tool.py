@@ -506,6 +506,7 @@ class ToolTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("model-00002-of-00002.safetensors", p.stderr)
         self.assertIn("past the end of the file", p.stderr)
+        self.assertIn("--on-bad copy", p.stderr, "the way round it is not said")
         self.assertEqual(p.stdout, "", "the good shard was packed before the bad one was refused")
         self.assertFalse((self.tmp / "out").exists())
         self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith(".")], [])
@@ -513,6 +514,20 @@ class ToolTest(unittest.TestCase):
         p = run("pack", "--on-bad", "copy", src, self.tmp / "out")
         self.assertIn("copying unchanged", p.stderr)
         self.assertTrue((self.tmp / "out" / "model-00001-of-00002.safetensors.ptwm").exists())
+
+    def test_a_hub_caches_partial_download_is_copied_as_it_is(self):
+        # huggingface_hub fetches a blob into blobs/ETAG.incomplete and
+        # resumes it there: a cut-short safetensors file, which failed the
+        # pack of the whole cache. It is no whole file yet: copied as it is.
+        hub = self.tmp / "hub"
+        make_hub_cache.make_hub_cache(str(hub))
+        blobs = hub / make_hub_cache.REPO / "blobs"
+        partial = blobs / ("9" * 64 + ".incomplete")
+        partial.write_bytes((blobs / make_hub_cache.WEIGHTS_BLOB).read_bytes()[:-1000])
+        run("pack", hub, self.tmp / "packed")
+        copied = self.tmp / "packed" / make_hub_cache.REPO / "blobs" / partial.name
+        self.assertEqual(copied.read_bytes(), partial.read_bytes())
+        self.assertFalse(Path(str(copied) + ".ptwm").exists())
 
     def test_repack_over_a_store_of_a_file_no_longer_safetensors_leaves_no_stale_store(self):
         # Packed once as safetensors (found by content), then replaced by

@@ -84,8 +84,9 @@ bool has_suffix(const std::string& s, const std::string& suffix) {
 }
 
 // `path`'s safetensors header, or none and what is wrong with it in
-// `error`. The header parsed to tell a bad file is the one packed: a
-// header of up to 100 MB is parsed once.
+// `error`. The header parsed to tell a bad file is the one packed (a
+// directory's are parsed once more before the walk, by
+// refuse_unreadable_sources).
 std::optional<SafetensorsHeader> parsed_header(const fs::path& path, std::string& error) {
     try {
         return read_safetensors_header(path);
@@ -93,6 +94,21 @@ std::optional<SafetensorsHeader> parsed_header(const fs::path& path, std::string
         error = e.what();
         return std::nullopt;
     }
+}
+
+// A directory's bad safetensors file, said with the way round it.
+Error bad_file_in_directory(const std::string& what) {
+    return Error(what + " (--on-bad copy copies such files unchanged)");
+}
+
+// Whether a directory's file is packed as safetensors (by its content or
+// its name), rather than copied. Not a Hugging Face partial download
+// (blobs/ETAG.incomplete, a file being fetched or whose fetch broke off):
+// it is no whole file yet, huggingface_hub resumes it where it is, and as
+// a cut-short safetensors file it failed the pack of the whole cache.
+bool packs_as_safetensors(const fs::path& path) {
+    if (has_suffix(path.string(), ".incomplete")) return false;
+    return looks_like_safetensors(path) || has_suffix(path.string(), ".safetensors");
 }
 
 // The names the packed tree could not keep, found in one walk of the
@@ -149,9 +165,9 @@ void refuse_unreadable_sources(const fs::path& src, bool copy_bad) {
     for (const auto& path : files) {
         throw_if_cancelled();
         (void)File::open_read(path.string());  // (throws, naming the file and the reason)
-        if (copy_bad || !(looks_like_safetensors(path) || has_suffix(path.string(), ".safetensors"))) continue;
+        if (copy_bad || !packs_as_safetensors(path)) continue;
         std::string bad;
-        if (!parsed_header(path, bad)) throw Error(bad);
+        if (!parsed_header(path, bad)) throw bad_file_in_directory(bad);
     }
 }
 
@@ -270,7 +286,7 @@ int pack_main(Args& args) {
         }
         mirror_tree(src, dst, [&](const fs::path& in, const fs::path& out) {
             if (fs::is_symlink(in)) ++totals.links_followed;
-            if (looks_like_safetensors(in) || has_suffix(in.string(), ".safetensors")) {
+            if (packs_as_safetensors(in)) {
                 // Only a header that does not parse is a bad file --on-bad
                 // copy takes; a store that cannot be written (a full disk)
                 // fails the pack either way.
@@ -279,7 +295,7 @@ int pack_main(Args& args) {
                     pack_one(in, *header, out.string() + std::string(kStoreSuffix));
                     return;
                 }
-                if (!copy_bad) throw Error(bad);
+                if (!copy_bad) throw bad_file_in_directory(bad);
                 std::fprintf(stderr, "ptwmfs-tool pack: warning: copying unchanged: %s\n", printable(bad).c_str());
             }
             copy_file_atomic(in, out, durability);
