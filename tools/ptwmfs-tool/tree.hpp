@@ -46,8 +46,9 @@ fs::path store_behind_link_outside(const fs::path& root, const fs::path& link);
 
 // A directory output that appears whole or not at all. When `dst` does not
 // exist yet, the tree is written into a hidden sibling (.NAME.tmp.XXXXXX)
-// that commit() syncs (one syncfs(2) for all its files) and renames to `dst`; destroyed uncommitted (an error, an
-// interrupt), it removes the sibling. Into an existing `dst` the tree is
+// that commit() syncs (one syncfs(2) for all its files) and renames to
+// `dst`; destroyed uncommitted (an error, an interrupt), it removes the
+// sibling. Into an existing `dst` the tree is
 // written in place, file by file, each atomically (a rename cannot replace
 // a directory that holds files).
 // The sibling is locked (flock) while the run lives: a run killed before it

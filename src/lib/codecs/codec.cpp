@@ -65,12 +65,12 @@ constexpr size_t kAdaptiveMax = 4u << 10;
 // There its floor, a lower bound, is loose (a byte a pair of its table):
 // it runs only where the floor is under kScaleRans1Reach of the best so
 // far, and not on tensors of more than 64 values, where it has no floor
-// (E4M3 scales of fine-grained NVFP4, which order 1 does not win). On the 15 corpus, derived and
-// other-layout FP4 and MXFP8/MXFP6 files, of its 143 attempts on such
-// tensors 80 won, all with a floor under 0.94 of the best; at 0.92 it runs
-// 77 times, wins 76 (99.8% of the bytes order 1 saved) and loses once; at
-// 1.0 the 63 losing attempts (NVFP4's E4M3 scales, 17-47 values) added
-// 15-30% to those files' pack time.
+// (E4M3 scales of fine-grained NVFP4, which order 1 does not win). On the
+// 15 corpus, derived and other-layout FP4 and MXFP8/MXFP6 files, of its
+// 143 attempts on such tensors 80 won, all with a floor under 0.94 of the
+// best; at 0.92 it runs 77 times, wins 76 (99.8% of the bytes order 1
+// saved) and loses once; at 1.0 the 63 losing attempts (NVFP4's E4M3
+// scales, 17-47 values) added a tenth to a fifth to those files' pack time.
 constexpr size_t kRans1Min = 3u << 10;
 constexpr double kScaleRans1Reach = 0.92;
 // ... and it decodes some fifty times slower than rANS, so it must win by more.
