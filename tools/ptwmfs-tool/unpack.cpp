@@ -148,7 +148,7 @@ int unpack_main(Args& args) {
                     file.commit();
                 }
             }
-            tree.require_unchanged();  // (nothing of DST is there yet)
+            tree.require_unchanged();  // (a new DST is not there yet; an existing one is rewritten by the next run)
             staged.commit();
         }
         print_summary();
