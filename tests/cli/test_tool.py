@@ -515,6 +515,22 @@ class ToolTest(unittest.TestCase):
         self.assertIn("copying unchanged", p.stderr)
         self.assertTrue((self.tmp / "out" / "model-00001-of-00002.safetensors.ptwm").exists())
 
+    def test_a_link_in_a_packed_cache_names_its_blobs_store(self):
+        # snapshots/REV/model.safetensors links to ../../blobs/ETAG, which
+        # pack stored as blobs/ETAG.ptwm: inspect, verify and unpack of the
+        # link said only "cannot open: No such file or directory".
+        hub = self.tmp / "hub"
+        make_hub_cache.make_hub_cache(str(hub))
+        run("pack", hub, self.tmp / "packed")
+        link = self.tmp / "packed" / make_hub_cache.REPO / "snapshots" / make_hub_cache.REVISION / "model.safetensors"
+        self.assertTrue(link.is_symlink() and not link.exists())
+        self.assertIn("ratio", run("inspect", link).stdout)
+        self.assertIn("OK", run("verify", link, "--against", hub / make_hub_cache.REPO / "blobs" /
+                                make_hub_cache.WEIGHTS_BLOB).stdout)
+        run("unpack", link, self.tmp / "model.safetensors")
+        self.assertEqual((self.tmp / "model.safetensors").read_bytes(),
+                         (hub / make_hub_cache.REPO / "blobs" / make_hub_cache.WEIGHTS_BLOB).read_bytes())
+
     def test_a_hub_caches_partial_download_is_copied_as_it_is(self):
         # huggingface_hub fetches a blob into blobs/ETAG.incomplete and
         # resumes it there: a cut-short safetensors file, which failed the

@@ -37,7 +37,14 @@ bool printed_help(Args& args, const char* help);
 // naming the scheme for any other SCHEME://.
 bool is_url(const std::string& text);
 
-// A store from a path or from a URL naming one store object.
+// `path`, or where it is a link whose target is gone but was packed, that
+// target's store (TARGET.ptwm). In a packed Hugging Face cache a snapshot's
+// model.safetensors links to ../../blobs/ETAG, which pack stored as
+// blobs/ETAG.ptwm: inspect, verify and unpack of the link said only
+// "cannot open: No such file or directory".
+std::string local_store_path(const std::string& path);
+
+// A store from a path (see local_store_path) or from a URL naming one store object.
 std::unique_ptr<StoreReader> open_store(const std::string& path_or_url, const RemoteOptions& options = {});
 
 // A packed tree at a URL: its object store and manifest.

@@ -167,7 +167,7 @@ int unpack_main(Args& args) {
         staged.commit();
     } else {
         if (!to_stdout && fs::is_directory(dst)) dst /= original_name(src.filename());
-        unpack_one(src, dst);
+        unpack_one(local_store_path(src.string()), dst);
     }
     print_summary();
     return kOk;

@@ -349,7 +349,7 @@ int verify_main(Args& args) {
         originals.report_unclaimed(v, src.string());
         if (stores == 0 && !against) v.fail(src.string() + ": holds no store");
     } else {
-        v.verify_store(src, original_of(src.filename().string()));
+        v.verify_store(local_store_path(src.string()), original_of(src.filename().string()));
     }
     if (v.failures()) {
         std::printf("verify: %zu problem(s) found\n", v.failures());
