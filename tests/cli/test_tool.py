@@ -531,6 +531,15 @@ class ToolTest(unittest.TestCase):
         self.assertEqual((self.tmp / "model.safetensors").read_bytes(),
                          (hub / make_hub_cache.REPO / "blobs" / make_hub_cache.WEIGHTS_BLOB).read_bytes())
 
+    def test_unpacking_a_tree_with_no_store_says_so(self):
+        # An original model directory given by mistake was copied, and all
+        # unpack said was "unpacked 0 B".
+        src = self.model_dir()
+        p = run("unpack", src, self.tmp / "copy")
+        self.assertIn("holds no store", p.stderr)
+        p = run("pack", src, self.tmp / "packed")
+        self.assertNotIn("holds no store", run("unpack", self.tmp / "packed", self.tmp / "back").stderr)
+
     def test_a_hub_caches_partial_download_is_copied_as_it_is(self):
         # huggingface_hub fetches a blob into blobs/ETAG.incomplete and
         # resumes it there: a cut-short safetensors file, which failed the

@@ -11,6 +11,7 @@
 #include "ptwm/base/cancellation.hpp"
 #include "ptwm/base/error.hpp"
 #include "ptwm/base/file_io.hpp"
+#include "ptwm/base/utf8.hpp"
 #include "ptwm/store/store_decoder.hpp"
 #include "ptwm/store/store_names.hpp"
 #include "store_open.hpp"
@@ -158,13 +159,23 @@ int unpack_main(Args& args) {
     if (fs::is_directory(src)) {
         require_outside(src, dst);
         StagedDirectory staged(dst);  // a new DST appears whole or not at all
+        size_t stores = 0;
         mirror_tree(src, staged.path(), [&](const fs::path& in, const fs::path& out) {
             // pack --manifest's own file describes the packed tree, not the original.
             if (in == src / remote::kManifestName) return;
-            if (is_store_name(in)) unpack_one(in, original_name(out), staged.durability());
-            else copy_file_atomic(in, out, staged.durability());
+            if (is_store_name(in)) {
+                unpack_one(in, original_name(out), staged.durability());
+                ++stores;
+            } else {
+                copy_file_atomic(in, out, staged.durability());
+            }
         }, LinksOut::followed_to_stores);  // (a packed snapshot's links into ../../blobs: their files in their place)
         staged.commit();
+        // Said, as verify says it: an original tree given by mistake was
+        // copied with "unpacked 0 B" and nothing else.
+        if (stores == 0)
+            std::fprintf(stderr, "ptwmfs-tool unpack: warning: %s holds no store (not a packed tree?): its files were copied\n",
+                         printable(src.string()).c_str());
     } else {
         if (!to_stdout && fs::is_directory(dst)) dst /= original_name(src.filename());
         unpack_one(local_store_path(src.string()), dst);
