@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 
 #include "ptwm/base/error.hpp"
 #include "ptwm/remote/http_source.hpp"
 #include "ptwm/store/store_names.hpp"
+#include "tree.hpp"
 
 namespace ptwm::tool {
 
@@ -78,14 +78,8 @@ remote::HttpSourceOptions tool_source_options() {
 bool url_names_store(const std::string& url) { return is_store_name(must_parse(url).leaf()); }
 
 std::string local_store_path(const std::string& path) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    if (fs::exists(fs::status(path, ec)) || !fs::is_symlink(fs::symlink_status(path, ec))) return path;
-    const fs::path to = fs::read_symlink(path, ec);
-    if (ec || to.empty()) return path;
-    const fs::path parent = fs::path(path).parent_path();
-    const fs::path store = (to.is_absolute() ? to : parent / to).string() + std::string(kStoreSuffix);
-    return fs::is_regular_file(fs::status(store, ec)) ? store.string() : path;
+    const fs::path store = store_behind_dangling_link(path);
+    return store.empty() ? path : store.string();
 }
 
 std::unique_ptr<StoreReader> open_store(const std::string& path_or_url, const RemoteOptions& options) {

@@ -239,13 +239,17 @@ bool links_to_a_file_outside(const fs::path& root, const fs::path& link) {
     return !target_outside(root, link).empty();
 }
 
-fs::path store_behind_link_outside(const fs::path& root, const fs::path& link) {
+fs::path store_behind_dangling_link(const fs::path& link) {
     std::error_code ec;
     if (!fs::is_symlink(fs::symlink_status(link, ec)) || fs::exists(fs::status(link, ec))) return {};
-    const fs::path target = target_outside(root, link);
-    if (target.empty() || !target.has_filename()) return {};
-    const fs::path store = target.string() + std::string(kStoreSuffix);
+    const fs::path to = fs::read_symlink(link, ec);
+    if (ec || !to.has_filename()) return {};
+    const fs::path store = (to.is_absolute() ? to : link.parent_path() / to).string() + std::string(kStoreSuffix);
     return fs::is_regular_file(fs::status(store, ec)) ? store : fs::path();
+}
+
+fs::path store_behind_link_outside(const fs::path& root, const fs::path& link) {
+    return target_outside(root, link).empty() ? fs::path() : store_behind_dangling_link(link);
 }
 
 std::vector<fs::path> files_and_links(const fs::path& root) {

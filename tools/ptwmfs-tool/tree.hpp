@@ -43,6 +43,9 @@ bool links_to_a_file_outside(const fs::path& root, const fs::path& link);
 // the links' place, as pack packed the blobs in their place, instead of
 // writing links that would dangle. Empty when there is no such store.
 fs::path store_behind_link_outside(const fs::path& root, const fs::path& link);
+// The same without the condition on where the target lies: the store
+// TARGET.ptwm of a link whose target is gone, or empty.
+fs::path store_behind_dangling_link(const fs::path& link);
 
 // A directory output that appears whole or not at all. When `dst` does not
 // exist yet, the tree is written into a hidden sibling (.NAME.tmp.XXXXXX)

@@ -71,8 +71,9 @@ enum class Durability {
 };
 
 // Written as a hidden temporary beside `path`; commit() syncs (see
-// Durability) and renames it into place. Destroyed uncommitted (an error on the way), it removes the
-// temporary: a failed write never leaves a partial file under `path`.
+// Durability) and renames it into place. Destroyed uncommitted (an error
+// on the way), it removes the temporary: a failed write never leaves a
+// partial file under `path`.
 // A `path` that is a symlink is written through to its target (the link
 // stays; a dangling link's target is created); one that is a device, FIFO,
 // socket or directory is refused (Error),
